@@ -1,0 +1,12 @@
+// The ridge CLI's subcommands. Each register_* adds one CLI11 subcommand whose callback does
+// the work; bad input is reported by throwing ridge::Error, which main() prints as one line.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace ridge::cli {
+
+void register_info(CLI::App& app);      // tools/cmd_info.cpp
+void register_tokenize(CLI::App& app);  // tools/cmd_tokenize.cpp
+void register_generate(CLI::App& app);  // tools/cmd_generate.cpp (generate and chat)
+
+}  // namespace ridge::cli

@@ -1,0 +1,36 @@
+// ridge: the command-line program. main() wires the subcommands together and turns every
+// error into one line on standard error and a non-zero exit code.
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/commands.h"
+#include "weights/error.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"ridge: a small Llama-style inference engine that knows its own roofline"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "ridge 0.1");
+    ridge::cli::register_info(app);
+    ridge::cli::register_tokenize(app);
+    ridge::cli::register_generate(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    } catch (const ridge::Error& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "ridge: %s\n", e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "ridge: out of memory\n");
+        return 1;
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "ridge: internal error: %s\n", e.what());
+        return 2;
+    }
+    return 0;
+}
