@@ -1,0 +1,47 @@
+// ModelFile: one loaded model, whatever its file format (GGUF, or a llama2.c checkpoint .bin),
+// seen the same way: a Config and named TensorViews (GGUF names: "token_embd.weight",
+// "blk.3.attn_q.weight", ...) pointing into the read-only mapping of the file.
+#pragma once
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weights/config.h"
+#include "weights/gguf.h"
+#include "weights/tensor.h"
+
+namespace ridge {
+
+enum class ModelFormat { GGUF, Llama2c };
+
+class ModelFile {
+public:
+    // Detects the format from the first bytes ("GGUF" magic, else a llama2.c checkpoint) and
+    // loads it; ridge::Error naming the file for a missing, unreadable or malformed file.
+    static std::unique_ptr<ModelFile> open(const std::string& path);
+    virtual ~ModelFile() = default;
+
+    ModelFormat format() const { return format_; }
+    const std::string& path() const { return path_; }
+    const Config& config() const { return config_; }
+    const std::vector<TensorView>& tensors() const { return tensors_; }
+    // The GGUF file (metadata, tokenizer) or nullptr for a llama2.c checkpoint.
+    const GGUFFile* gguf() const { return gguf_.get(); }
+
+    const TensorView* find(std::string_view name) const;
+    // The named tensor with one of `types` and exactly `shape` (GGUF order), else ridge::Error
+    // naming the file, the tensor, what was expected and what was found.
+    const TensorView& require(std::string_view name, std::initializer_list<DType> types,
+                              const std::vector<int64_t>& shape) const;
+
+protected:
+    ModelFormat format_ = ModelFormat::GGUF;
+    std::string path_;
+    Config config_;
+    std::vector<TensorView> tensors_;
+    std::unique_ptr<GGUFFile> gguf_;
+};
+
+}  // namespace ridge
