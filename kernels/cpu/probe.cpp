@@ -1,0 +1,126 @@
+// Memory-bandwidth and FMA-peak probes (see probe.h). AVX2/FMA paths with plain C++ fallbacks;
+// the bandwidth buffer is touched once before timing so page faults are not measured.
+#include "kernels/cpu/probe.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace ridge {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+struct FreeDeleter {
+    void operator()(void* p) const { std::free(p); }
+};
+}  // namespace
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double probe_sum_scalar(const float* x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += x[i];
+    return s;
+}
+
+double probe_sum(const float* x, size_t n) {
+#if defined(__AVX2__) && defined(__FMA__)
+    // Four independent accumulators so the loop is bound by loads, not by add latency.
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(x + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(x + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(x + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(x + i + 24));
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    double s = 0;
+    for (float l : lanes) s += l;
+    return s;
+#else
+    return probe_sum_scalar(x, n);
+#endif
+}
+
+std::vector<ProbeSample> probe_read_bandwidth(size_t bytes, int reps, int threads) {
+    size_t n = bytes / sizeof(float) / 32 / size_t(threads) * 32 * size_t(threads);  // floats
+    std::unique_ptr<float, FreeDeleter> buf(
+        static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))));
+    if (!buf) return {};
+    float* x = buf.get();
+    size_t chunk = n / size_t(threads);  // a multiple of 32
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int t = 0; t < threads; t++)  // first touch by the thread that will read it
+        for (size_t i = 0; i < chunk; i++) x[size_t(t) * chunk + i] = float((i & 7) + 1) * 0.125f;
+
+    std::vector<ProbeSample> out;
+    volatile double sink = 0;
+    for (int r = 0; r < reps; r++) {
+        double total = 0;
+        auto t0 = Clock::now();
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
+        for (int t = 0; t < threads; t++) total += probe_sum(x + size_t(t) * chunk, chunk);
+        double s = seconds_since(t0);
+        sink = sink + total;
+        out.push_back({s, double(n * sizeof(float)) / s / 1e9});
+    }
+    return out;
+}
+
+std::vector<ProbeSample> probe_fma_peak(long iters, int reps, int threads) {
+    std::vector<ProbeSample> out;
+    volatile float sink = 0;
+    for (int r = 0; r < reps; r++) {
+        float total = 0;
+        auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+        {
+#if defined(__AVX2__) && defined(__FMA__)
+            // 12 chains: enough to cover FMA latency (4-5 cycles) on two pipes.
+            __m256 acc[12];
+            for (int c = 0; c < 12; c++) acc[c] = _mm256_set1_ps(0.001f * float(c + omp_get_thread_num()));
+            const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
+            for (long i = 0; i < iters; i++)
+                for (int c = 0; c < 12; c++) acc[c] = _mm256_fmadd_ps(acc[c], mul, add);
+            alignas(32) float lanes[8];
+            __m256 s = acc[0];
+            for (int c = 1; c < 12; c++) s = _mm256_add_ps(s, acc[c]);
+            _mm256_store_ps(lanes, s);
+            for (float l : lanes) total += l;
+#else
+            float acc[12][8];
+            for (int c = 0; c < 12; c++)
+                for (int l = 0; l < 8; l++) acc[c][l] = 0.001f * float(c + l);
+            for (long i = 0; i < iters; i++)
+                for (int c = 0; c < 12; c++)
+                    for (int l = 0; l < 8; l++) acc[c][l] = acc[c][l] * 0.999999f + 1e-7f;
+            for (int c = 0; c < 12; c++)
+                for (int l = 0; l < 8; l++) total += acc[c][l];
+#endif
+        }
+        double s = seconds_since(t0);
+        sink = sink + total;
+        double flops = double(threads) * double(iters) * 12 * 8 * 2;
+        out.push_back({s, flops / s / 1e9});
+    }
+    return out;
+}
+
+}  // namespace ridge

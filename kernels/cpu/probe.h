@@ -1,0 +1,30 @@
+// Probes of this machine's two roofline ceilings, measured with the engine's own threads:
+// sustained memory read bandwidth (a streaming sum over a buffer far larger than the last-level
+// cache) and peak FLOP/s (independent FMA chains that keep every FMA pipe busy).
+#pragma once
+#include <cstddef>
+#include <vector>
+
+namespace ridge {
+
+struct ProbeSample {
+    double seconds = 0;
+    double value = 0;  // GB/s or GFLOP/s
+};
+
+// Reads `bytes` of memory `reps` times with `threads` threads; one sample per repetition.
+// Cost: FLOPs ~ bytes/4 (one add per float); bytes read = bytes per repetition.
+std::vector<ProbeSample> probe_read_bandwidth(size_t bytes, int reps, int threads);
+
+// Runs `iters` rounds of 12 independent 8-wide FMA chains per thread; one sample per repetition.
+// Cost: FLOPs = threads * iters * 12 * 8 * 2 per repetition; no memory traffic.
+std::vector<ProbeSample> probe_fma_peak(long iters, int reps, int threads);
+
+// Scalar twin of the bandwidth probe's sum (the reference its result is checked against).
+double probe_sum_scalar(const float* x, size_t n);
+// The vectorized sum the bandwidth probe streams with (x 32-byte aligned, n a multiple of 32).
+double probe_sum(const float* x, size_t n);
+
+double median(std::vector<double> v);
+
+}  // namespace ridge
