@@ -39,10 +39,15 @@ struct GGUFValue {
     size_t array_size() const;
 };
 
+class MappedFile;
+
 class GGUFFile {
 public:
     // Maps and parses the file; throws ridge::Error on any defect.
     static std::unique_ptr<GGUFFile> open(const std::string& path);
+    // Parses `size` bytes at `data` (no copy: the caller keeps them alive and unchanged for the
+    // GGUFFile's lifetime); `name` stands for the path in messages. For the fuzzer and tests.
+    static std::unique_ptr<GGUFFile> from_memory(const uint8_t* data, size_t size, std::string name);
     ~GGUFFile();
     GGUFFile(const GGUFFile&) = delete;
     GGUFFile& operator=(const GGUFFile&) = delete;
@@ -84,6 +89,7 @@ public:
 
 private:
     GGUFFile() = default;
+    void parse();  // fills everything below from base_/size_; ridge::Error on any defect
     std::string path_;
     uint32_t version_ = 0;
     size_t size_ = 0;
@@ -92,6 +98,7 @@ private:
     const uint8_t* base_ = nullptr;  // the mapping
     std::map<std::string, GGUFValue, std::less<>> kv_;
     std::vector<TensorView> tensors_;
+    std::shared_ptr<const MappedFile> map_;  // owns base_ when opened from a path
 };
 
 }  // namespace ridge

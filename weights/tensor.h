@@ -3,7 +3,9 @@
 // so a linear layer W with n outputs and k inputs has shape {k, n} and n rows of k elements.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weights/types.h"
@@ -28,5 +30,13 @@ struct TensorView {
 };
 
 std::string shape_str(const std::vector<int64_t>& shape);  // "[576, 49152]"
+
+// Lookup shared by GGUFFile and ModelFile: the tensor named `name` in `tensors`, or nullptr.
+const TensorView* find_tensor(const std::vector<TensorView>& tensors, std::string_view name);
+// The named tensor with one of `types` and exactly `shape`; else ridge::Error
+// "<path>: tensor '<name>' has type Q4_1, expected F32 or F16" (or shape, or "not found").
+const TensorView& require_tensor(const std::vector<TensorView>& tensors, const std::string& path,
+                                 std::string_view name, std::initializer_list<DType> types,
+                                 const std::vector<int64_t>& shape);
 
 }  // namespace ridge
