@@ -3,8 +3,12 @@
 // and corrupted copies (truncated, header fields overwritten) that must fail with a located error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <random>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -28,6 +32,90 @@ std::vector<uint8_t> read_all(const std::string& path) {
     EXPECT_TRUE(in) << path;
     return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
+
+// Byte offset of the GGUF string `s` (u64 length + bytes) in `f`: the offset of its length field.
+size_t find_gguf_string(const std::vector<uint8_t>& f, const std::string& s) {
+    std::vector<uint8_t> pat(8 + s.size());
+    uint64_t n = s.size();
+    std::memcpy(pat.data(), &n, 8);
+    std::memcpy(pat.data() + 8, s.data(), s.size());
+    auto it = std::search(f.begin(), f.end(), pat.begin(), pat.end());
+    EXPECT_NE(it, f.end()) << s;
+    return size_t(it - f.begin());
+}
+
+template <class T>
+void put(std::vector<uint8_t>& f, size_t at, T v) {
+    std::memcpy(f.data() + at, &v, sizeof v);
+}
+template <class T>
+T get(const std::vector<uint8_t>& f, size_t at) {
+    T v;
+    std::memcpy(&v, f.data() + at, sizeof v);
+    return v;
+}
+
+// Parsing `bytes` must throw ridge::Error with a one-line message naming `name` and holding `needle`.
+void expect_reject(const std::vector<uint8_t>& bytes, const std::string& needle, size_t size = SIZE_MAX) {
+    const std::string name = "corrupt-copy.gguf";
+    try {
+        GGUFFile::from_memory(bytes.data(), std::min(size, bytes.size()), name);
+        ADD_FAILURE() << "accepted; wanted an error containing '" << needle << "'";
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_EQ(m.rfind(name + ": ", 0), 0u) << m;
+        EXPECT_NE(m.find(needle), std::string::npos) << "wanted '" << needle << "' in: " << m;
+        EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+}
+
+// Field offsets of one tensor info in a GGUF file, found from its name.
+struct TensorInfoAt {
+    size_t name, n_dims, dims, type, offset;
+};
+TensorInfoAt tensor_info_at(const std::vector<uint8_t>& f, const std::string& name) {
+    TensorInfoAt t;
+    t.name = find_gguf_string(f, name);
+    t.n_dims = t.name + 8 + name.size();
+    t.dims = t.n_dims + 4;
+    t.type = t.dims + 8 * get<uint32_t>(f, t.n_dims);
+    t.offset = t.type + 4;
+    return t;
+}
+
+// A tiny GGUF writer for synthetic files (every value type, chosen alignment, chosen version).
+struct Builder {
+    std::vector<uint8_t> b;
+    template <class T>
+    void pod(T v) {
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(&v);
+        b.insert(b.end(), p, p + sizeof v);
+    }
+    void str(const std::string& s) {
+        pod<uint64_t>(s.size());
+        b.insert(b.end(), s.begin(), s.end());
+    }
+    void key(const std::string& k, GGUFType t) {
+        str(k);
+        pod<uint32_t>(uint32_t(t));
+    }
+    void header(uint32_t version, uint64_t n_tensors, uint64_t n_kv) {
+        b.insert(b.end(), {'G', 'G', 'U', 'F'});
+        pod(version);
+        pod(n_tensors);
+        pod(n_kv);
+    }
+    void tensor(const std::string& name, std::vector<uint64_t> dims, DType t, uint64_t offset) {
+        str(name);
+        pod<uint32_t>(uint32_t(dims.size()));
+        for (uint64_t d : dims) pod(d);
+        pod<uint32_t>(uint32_t(t));
+        pod(offset);
+    }
+    void pad(size_t alignment) {
+        while (b.size() % alignment) b.push_back(0);
+    }
+};
 
 }  // namespace
 
@@ -202,5 +290,243 @@ TEST(GGUFReal, ModelFileMissingFile) {
         FAIL();
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/model.gguf"), std::string::npos);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Synthetic files
+
+// Every metadata value type, scalar and array, in a v2 file with alignment 64 and two tensors.
+TEST(GGUFSynthetic, EveryValueTypeV2) {
+    Builder w;
+    w.header(2, 2, 17);
+    w.key("general.alignment", GGUFType::UINT32); w.pod<uint32_t>(64);
+    w.key("t.u8", GGUFType::UINT8); w.pod<uint8_t>(200);
+    w.key("t.i8", GGUFType::INT8); w.pod<int8_t>(-100);
+    w.key("t.u16", GGUFType::UINT16); w.pod<uint16_t>(60000);
+    w.key("t.i16", GGUFType::INT16); w.pod<int16_t>(-30000);
+    w.key("t.u32", GGUFType::UINT32); w.pod<uint32_t>(4000000000u);
+    w.key("t.i32", GGUFType::INT32); w.pod<int32_t>(-2000000000);
+    w.key("t.f32", GGUFType::FLOAT32); w.pod<float>(0.25f);
+    w.key("t.bool", GGUFType::BOOL); w.pod<uint8_t>(1);
+    w.key("t.str", GGUFType::STRING); w.str("h\xc3\xa9llo");
+    w.key("t.u64", GGUFType::UINT64); w.pod<uint64_t>(UINT64_MAX);
+    w.key("t.i64", GGUFType::INT64); w.pod<int64_t>(INT64_MIN);
+    w.key("t.f64", GGUFType::FLOAT64); w.pod<double>(-1e300);
+    w.key("t.arr_i32", GGUFType::ARRAY); w.pod<uint32_t>(uint32_t(GGUFType::INT32)); w.pod<uint64_t>(3);
+    w.pod<int32_t>(-1); w.pod<int32_t>(0); w.pod<int32_t>(7);
+    w.key("t.arr_str", GGUFType::ARRAY); w.pod<uint32_t>(uint32_t(GGUFType::STRING)); w.pod<uint64_t>(2);
+    w.str("a"); w.str("");
+    w.key("t.arr_f32", GGUFType::ARRAY); w.pod<uint32_t>(uint32_t(GGUFType::FLOAT32)); w.pod<uint64_t>(2);
+    w.pod<float>(1.5f); w.pod<float>(-2.0f);
+    w.key("t.arr_empty", GGUFType::ARRAY); w.pod<uint32_t>(uint32_t(GGUFType::UINT8)); w.pod<uint64_t>(0);
+    w.tensor("a", {32, 2}, DType::Q8_0, 0);       // 2 blocks of 34 bytes = 68, padded to 128
+    w.tensor("b", {3}, DType::F32, 128);
+    w.pad(64);
+    const size_t data_at = w.b.size();
+    for (int i = 0; i < 128 + 12; i++) w.b.push_back(uint8_t(i));
+
+    auto f = GGUFFile::from_memory(w.b.data(), w.b.size(), "synthetic.gguf");
+    EXPECT_EQ(f->version(), 2u);
+    EXPECT_EQ(f->alignment(), 64u);
+    EXPECT_EQ(f->data_offset(), data_at);
+    EXPECT_EQ(f->get_u64("t.u8"), 200u);
+    EXPECT_EQ(f->get_i64("t.i8"), -100);
+    EXPECT_EQ(f->get_u64("t.u16"), 60000u);
+    EXPECT_EQ(f->get_i64("t.i16"), -30000);
+    EXPECT_EQ(f->get_u64("t.u32"), 4000000000u);
+    EXPECT_EQ(f->get_i64("t.u32"), 4000000000);
+    EXPECT_EQ(f->get_i64("t.i32"), -2000000000);
+    EXPECT_THROW(f->get_u64("t.i32"), Error);  // negative
+    EXPECT_EQ(f->get_f64("t.f32"), 0.25);
+    EXPECT_TRUE(f->get_bool("t.bool"));
+    EXPECT_EQ(f->get_string("t.str"), "h\xc3\xa9llo");
+    EXPECT_EQ(f->get_u64("t.u64"), UINT64_MAX);
+    EXPECT_THROW(f->get_i64("t.u64"), Error);  // does not fit
+    EXPECT_EQ(f->get_i64("t.i64"), INT64_MIN);
+    EXPECT_EQ(f->get_f64("t.f64"), -1e300);
+    EXPECT_EQ(f->get_i32_array("t.arr_i32"), (std::vector<int32_t>{-1, 0, 7}));
+    EXPECT_EQ(f->get_string_array("t.arr_str"), (std::vector<std::string>{"a", ""}));
+    EXPECT_EQ(f->get_f32_array("t.arr_f32"), (std::vector<float>{1.5f, -2.0f}));
+    EXPECT_EQ(f->find_value("t.arr_empty")->array_size(), 0u);
+    EXPECT_EQ(f->find_value("t.arr_empty")->elem_type, GGUFType::UINT8);
+    EXPECT_EQ(f->value_str("t.arr_i32"), "[-1, 0, 7]");
+    EXPECT_EQ(f->value_str("t.f32"), "0.25");
+    EXPECT_EQ(f->value_str("t.bool"), "true");
+    EXPECT_EQ(f->value_str("t.str", 5), "\"h...");
+    ASSERT_EQ(f->tensors().size(), 2u);
+    EXPECT_EQ(f->tensors()[0].nbytes, 68u);
+    EXPECT_EQ(f->tensors()[0].data, w.b.data() + data_at);
+    EXPECT_EQ(f->tensors()[1].data, w.b.data() + data_at + 128);
+    EXPECT_EQ(f->tensors()[1].nbytes, 12u);
+    EXPECT_EQ(f->tensors()[0].row(1), w.b.data() + data_at + 34);
+}
+
+TEST(GGUFSynthetic, Rejects) {
+    auto one_kv = [](const std::function<void(Builder&)>& kv) {
+        Builder w;
+        w.header(3, 0, 1);
+        kv(w);
+        return w.b;
+    };
+    expect_reject(one_kv([](Builder& w) { w.key("general.alignment", GGUFType::UINT32); w.pod<uint32_t>(48); }),
+                  "general.alignment 48 is not a power of two");
+    expect_reject(one_kv([](Builder& w) { w.key("general.alignment", GGUFType::UINT32); w.pod<uint32_t>(0); }),
+                  "not a power of two");
+    expect_reject(one_kv([](Builder& w) { w.key("general.alignment", GGUFType::STRING); w.str("32"); }),
+                  "general.alignment");
+    expect_reject(one_kv([](Builder& w) { w.key("x.b", GGUFType::BOOL); w.pod<uint8_t>(2); }), "neither 0 nor 1");
+    expect_reject(one_kv([](Builder& w) {
+                      w.key("x.nest", GGUFType::ARRAY);
+                      w.pod<uint32_t>(uint32_t(GGUFType::ARRAY));
+                      w.pod<uint64_t>(1);
+                  }),
+                  "nested arrays");
+    expect_reject(one_kv([](Builder& w) {
+                      w.key("x.arr", GGUFType::ARRAY);
+                      w.pod<uint32_t>(uint32_t(GGUFType::UINT64));
+                      w.pod<uint64_t>(uint64_t(1) << 61);  // 2^64 bytes: must fail before allocating
+                  }),
+                  "cannot fit");
+    expect_reject(one_kv([](Builder& w) {
+                      w.key("x.arr", GGUFType::ARRAY);
+                      w.pod<uint32_t>(77);
+                      w.pod<uint64_t>(1);
+                  }),
+                  "unknown array element type 77");
+
+    // Tensor-level defects.
+    auto one_tensor = [](std::vector<uint64_t> dims, DType t, uint64_t offset, size_t data_bytes) {
+        Builder w;
+        w.header(3, 1, 0);
+        w.tensor("w", dims, t, offset);
+        w.pad(32);
+        w.b.resize(w.b.size() + data_bytes);
+        return w.b;
+    };
+    expect_reject(one_tensor({48, 2}, DType::Q4_0, 0, 1024), "row length 48 is not a multiple of the Q4_0 block size 32");
+    expect_reject(one_tensor({1, 1, 1, 1, 1}, DType::F32, 0, 64), "has 5 dimensions");
+    expect_reject(one_tensor({}, DType::F32, 0, 64), "has 0 dimensions");
+    expect_reject(one_tensor({4, 0}, DType::F32, 0, 64), "dimension 1 is 0");
+    expect_reject(one_tensor({uint64_t(1) << 63, 1}, DType::F32, 0, 64), "must be positive");
+    expect_reject(one_tensor({uint64_t(1) << 40, uint64_t(1) << 40}, DType::F32, 0, 64), "element count overflows");
+    expect_reject(one_tensor({uint64_t(1) << 62}, DType::F32, 0, 64), "byte size overflows");
+    expect_reject(one_tensor({16}, DType::F32, 0, 63), "runs past the end of the file");
+    expect_reject(one_tensor({16}, DType::F32, UINT64_MAX - 31, 64), "runs past the end of the file");
+    expect_reject(one_tensor({16}, DType::F32, 16, 64), "not a multiple of the alignment 32");
+
+    Builder w;  // two tensors sharing bytes
+    w.header(3, 2, 0);
+    w.tensor("a", {16}, DType::F32, 0);
+    w.tensor("b", {8}, DType::F32, 32);
+    w.pad(32);
+    w.b.resize(w.b.size() + 64);
+    expect_reject(w.b, "overlaps tensor 'a'");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Corrupted copies of a real file (stories260K.gguf: 22 keys, 48 tensors, data at 14176)
+
+TEST(GGUFCorrupt, TruncatedAnywhere) {
+    const std::vector<uint8_t> f = read_all(kStories);
+    const size_t data_offset = 14176;  // gguf-py
+    ASSERT_NO_THROW(GGUFFile::from_memory(f.data(), f.size(), "whole.gguf"));
+    // Every length through the header, metadata and tensor infos (and the padding after them),
+    for (size_t n = 0; n <= data_offset; n++) expect_reject(f, "", n);
+    // and sampled lengths inside the tensor data.
+    for (size_t n = data_offset + 1; n < f.size(); n += 4093) expect_reject(f, "runs past the end", n);
+    expect_reject(f, "runs past the end", f.size() - 1);
+}
+
+TEST(GGUFCorrupt, TruncatedSmolLM2Sampled) {
+    const std::vector<uint8_t> f = read_all(kSmol);
+    const size_t data_offset = 1785664;  // gguf-py
+    for (size_t n = 0; n < data_offset; n += 1 + n / 4 + 7919 * (n > 4096)) expect_reject(f, "", n);
+    expect_reject(f, "runs past the end", f.size() - 1);
+}
+
+TEST(GGUFCorrupt, HeaderFields) {
+    const std::vector<uint8_t> orig = read_all(kStories);
+    std::vector<uint8_t> f;
+    auto fresh = [&] { f = orig; };
+
+    fresh(); f[3] = 'X'; expect_reject(f, "magic is \"GGUX\"");
+    fresh(); put<uint32_t>(f, 4, 1); expect_reject(f, "GGUF version 1 is not supported");
+    fresh(); put<uint32_t>(f, 4, 4); expect_reject(f, "unknown GGUF version 4");
+    fresh(); put<uint32_t>(f, 4, 0x03000000); expect_reject(f, "big-endian");
+    fresh(); put<uint64_t>(f, 8, uint64_t(1) << 62); expect_reject(f, "tensor count");
+    fresh(); put<uint64_t>(f, 16, uint64_t(1) << 62); expect_reject(f, "metadata count");
+    fresh(); put<uint64_t>(f, 16, 23); expect_reject(f, "");  // one key too many: tensor infos misread
+    fresh(); put<uint64_t>(f, 24, uint64_t(1) << 40); expect_reject(f, "metadata key has length 1099511627776");
+    fresh(); put<uint64_t>(f, 24, UINT64_MAX); expect_reject(f, "has length");
+
+    // A string inside the token array, and the token array's length.
+    const size_t tokens_key = find_gguf_string(orig, "tokenizer.ggml.tokens");
+    const size_t tokens_len = tokens_key + 8 + 21 + 4 + 4;  // key, type ARRAY, element type
+    ASSERT_EQ(get<uint64_t>(orig, tokens_len), 512u);
+    fresh(); put<uint64_t>(f, tokens_len, uint64_t(1) << 59); expect_reject(f, "cannot fit");
+    fresh(); put<uint64_t>(f, tokens_len + 8, uint64_t(1) << 50); expect_reject(f, "array string has length");
+    // Nested array, unknown value type, duplicate key.
+    const size_t scores_key = find_gguf_string(orig, "tokenizer.ggml.scores");
+    fresh(); put<uint32_t>(f, scores_key + 8 + 21 + 4, 9); expect_reject(f, "nested arrays are not supported");
+    fresh(); put<uint32_t>(f, scores_key + 8 + 21, 13); expect_reject(f, "unknown value type 13");
+    const size_t eos_key = find_gguf_string(orig, "tokenizer.ggml.eos_token_id");
+    fresh(); f[eos_key + 8 + 15] = 'b'; expect_reject(f, "duplicate metadata key 'tokenizer.ggml.bos_token_id'");
+
+    // Tensor infos.
+    const TensorInfoAt emb = tensor_info_at(orig, "token_embd.weight");
+    const TensorInfoAt outw = tensor_info_at(orig, "output.weight");
+    const TensorInfoAt k0 = tensor_info_at(orig, "blk.0.attn_k.weight");
+    ASSERT_EQ(get<uint32_t>(orig, emb.n_dims), 2u);
+    ASSERT_EQ(get<uint64_t>(orig, emb.dims), 64u);
+    fresh(); put<uint32_t>(f, emb.type, 99); expect_reject(f, "tensor 'token_embd.weight' has unknown or unsupported type 99");
+    fresh(); put<uint32_t>(f, emb.type, uint32_t(DType::Q4_K)); expect_reject(f, "not a multiple of the Q4_K block size 256");
+    fresh(); put<uint64_t>(f, emb.dims, 0); expect_reject(f, "tensor 'token_embd.weight' dimension 0 is 0");
+    fresh(); put<uint64_t>(f, emb.dims + 8, uint64_t(1) << 40); expect_reject(f, "runs past the end of the file");
+    fresh(); put<uint64_t>(f, emb.dims, uint64_t(1) << 62); expect_reject(f, "element count overflows");
+    fresh(); put<uint32_t>(f, emb.n_dims, 0); expect_reject(f, "has 0 dimensions");
+    fresh(); put<uint32_t>(f, emb.n_dims, 7); expect_reject(f, "has 7 dimensions");
+    fresh(); put<uint64_t>(f, outw.offset, orig.size()); expect_reject(f, "tensor 'output.weight' data [offset");
+    fresh(); put<uint64_t>(f, outw.offset, get<uint64_t>(orig, outw.offset) + 4); expect_reject(f, "not a multiple of the alignment 32");
+    fresh(); put<uint64_t>(f, outw.offset, 0); expect_reject(f, "overlaps tensor");
+    fresh(); put<uint64_t>(f, outw.offset, 64); expect_reject(f, "overlaps tensor");
+    fresh(); f[k0.name + 8 + 11] = 'q'; expect_reject(f, "duplicate tensor name 'blk.0.attn_q.weight'");
+    fresh(); put<uint64_t>(f, k0.name, uint64_t(1) << 33); expect_reject(f, "tensor name has length");
+}
+
+TEST(GGUFCorrupt, RandomByteFlipsNeverCrash) {
+    // Random damage in the header region: each copy either parses or throws ridge::Error.
+    const std::vector<uint8_t> orig = read_all(kStories);
+    std::mt19937 rng(1234);
+    int rejected = 0;
+    for (int it = 0; it < 3000; it++) {
+        std::vector<uint8_t> f(orig.begin(), orig.begin() + 14176 + 4096);
+        const int n_flips = 1 + int(rng() % 4);
+        for (int k = 0; k < n_flips; k++) {
+            size_t at = rng() % 14176;
+            f[at] = (rng() % 2) ? uint8_t(rng()) : uint8_t(f[at] ^ (1u << (rng() % 8)));
+        }
+        try {
+            GGUFFile::from_memory(f.data(), f.size(), "flipped.gguf");
+        } catch (const Error& e) {
+            rejected++;
+            ASSERT_EQ(std::string(e.what()).rfind("flipped.gguf: ", 0), 0u) << e.what();
+        }
+    }
+    EXPECT_GT(rejected, 100);  // the copies are cut inside the tensor data, so most must fail
+}
+
+TEST(GGUFCorrupt, TruncatedFileOnDisk) {
+    // Through the path-based API, as `ridge info` uses it.
+    std::vector<uint8_t> f = read_all(kStories);
+    f.resize(12000);
+    const std::string path = ::testing::TempDir() + "truncated-stories.gguf";
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(f.data()), std::streamsize(f.size()));
+    try {
+        ModelFile::open(path);
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << e.what();
+        EXPECT_NE(std::string(e.what()).find("bytes remain"), std::string::npos) << e.what();
     }
 }
