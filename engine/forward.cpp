@@ -1,0 +1,124 @@
+// forward(): embed; per layer: rmsnorm, q/k/v, rope, store k/v, attention, o, residual, rmsnorm,
+// gate/up, silu*up, down, residual; final norm; logits. Reads top to bottom like the paper.
+#include "engine/forward.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "weights/error.h"
+
+namespace ridge {
+
+void Workspace::reserve(const Config& c, int64_t m, int64_t m_out) {
+    auto grow = [](auto& buf, int64_t n) {
+        if (int64_t(buf.size()) < n) buf.resize(size_t(n));
+    };
+    const int64_t d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
+    grow(x, m * d);
+    grow(x_norm, m * d);
+    grow(q, m * q_dim);
+    grow(k, m * kv_dim);
+    grow(v, m * kv_dim);
+    grow(attn, m * q_dim);
+    grow(attn_out, m * d);
+    grow(ffn_gate, m * n_ff);
+    grow(ffn_up, m * n_ff);
+    grow(ffn_act, m * n_ff);
+    grow(ffn_out, m * d);
+    grow(out_norm, m_out * d);
+    grow(logits, m_out * c.n_vocab);
+    grow(slots, m);
+    grow(attn_rows, m);
+    n_vocab = c.n_vocab;
+}
+
+void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& ws, OpCounters* counters,
+             Dumper* dump) {
+    const Config& c = model.config;
+    const int64_t m = batch.size();  // rows
+    const int64_t d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
+    if (m == 0) throw Error("forward: empty batch");
+    if (batch.seq.size() != size_t(m) || batch.pos.size() != size_t(m) || batch.want_logits.size() != size_t(m))
+        throw Error("forward: batch columns have different lengths");
+    int64_t m_out = 0;
+    for (uint8_t w : batch.want_logits) m_out += w ? 1 : 0;
+    ws.reserve(c, m, m_out);
+    ws.n_logit_rows = m_out;
+
+    // Where each row's key/value goes and which keys it may see (positions 0..pos of its sequence).
+    for (int64_t i = 0; i < m; i++) {
+        ws.slots[i] = cache.slot(batch.seq[i], batch.pos[i]);  // checks seq and pos
+        ws.attn_rows[i] = cpu::AttentionRow{cache.block_table(batch.seq[i]).data(), batch.pos[i] + 1};
+    }
+
+    auto count = [&](Op op, const cpu::Cost& cost) {
+        if (counters) counters->add(op, cost);
+    };
+    auto dump_rows = [&](const std::string& name, const std::vector<float>& buf, int64_t rows, int64_t width) {
+        if (dump) dump->write(name, buf.data(), long(rows), long(width));
+    };
+    const cpu::RopeParams rope{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style};
+    const cpu::AttentionShape heads{c.n_heads, c.n_kv_heads, c.head_dim};
+
+    // Token embeddings -> the residual stream x (m, d).
+    count(Op::Embed, cpu::embed(*model.token_embd, batch.token.data(), m, ws.x.data()));
+    dump_rows("embd", ws.x, m, d);
+
+    for (int l = 0; l < c.n_layers; l++) {
+        const LayerWeights& L = model.layers[size_t(l)];
+        const std::string name = "layer." + std::to_string(l) + ".";
+        const cpu::KVLayer kv = cache.layer(l);
+
+        // Attention block: x_norm = rmsnorm(x); q, k, v = x_norm W_q, W_k, W_v; rotate q, k.
+        count(Op::RmsNorm, cpu::rmsnorm(ws.x.data(), f32_data(L.attn_norm), m, d, c.norm_eps, ws.x_norm.data()));
+        dump_rows(name + "attn_norm", ws.x_norm, m, d);
+        count(Op::Matmul, cpu::matmul(*L.attn_q, ws.x_norm.data(), m, ws.q.data()));
+        count(Op::Matmul, cpu::matmul(*L.attn_k, ws.x_norm.data(), m, ws.k.data()));
+        count(Op::Matmul, cpu::matmul(*L.attn_v, ws.x_norm.data(), m, ws.v.data()));
+        dump_rows(name + "q", ws.q, m, q_dim);
+        dump_rows(name + "k", ws.k, m, kv_dim);
+        dump_rows(name + "v", ws.v, m, kv_dim);
+        count(Op::Rope, cpu::rope(ws.q.data(), batch.pos.data(), m, c.n_heads, rope));
+        count(Op::Rope, cpu::rope(ws.k.data(), batch.pos.data(), m, c.n_kv_heads, rope));
+        dump_rows(name + "q_rope", ws.q, m, q_dim);
+        dump_rows(name + "k_rope", ws.k, m, kv_dim);
+
+        // Keys and values of these rows into the cache, then each row attends to its sequence.
+        count(Op::KVStore, cpu::kv_store(kv, ws.k.data(), ws.v.data(), ws.slots.data(), m));
+        count(Op::Attention, cpu::attention(ws.q.data(), ws.attn_rows.data(), m, kv, heads, ws.attn.data()));
+        dump_rows(name + "attn", ws.attn, m, q_dim);
+        count(Op::Matmul, cpu::matmul(*L.attn_output, ws.attn.data(), m, ws.attn_out.data()));
+        dump_rows(name + "attn_out", ws.attn_out, m, d);
+        count(Op::Add, cpu::add(ws.x.data(), ws.attn_out.data(), m * d));
+        dump_rows(name + "attn_resid", ws.x, m, d);
+
+        // Feed-forward block: x_norm = rmsnorm(x); ffn_out = (silu(x_norm W_gate) * x_norm W_up) W_down.
+        count(Op::RmsNorm, cpu::rmsnorm(ws.x.data(), f32_data(L.ffn_norm), m, d, c.norm_eps, ws.x_norm.data()));
+        dump_rows(name + "ffn_norm", ws.x_norm, m, d);
+        count(Op::Matmul, cpu::matmul(*L.ffn_gate, ws.x_norm.data(), m, ws.ffn_gate.data()));
+        count(Op::Matmul, cpu::matmul(*L.ffn_up, ws.x_norm.data(), m, ws.ffn_up.data()));
+        count(Op::Swiglu, cpu::swiglu(ws.ffn_gate.data(), ws.ffn_up.data(), m * n_ff, ws.ffn_act.data()));
+        dump_rows(name + "ffn_act", ws.ffn_act, m, n_ff);
+        count(Op::Matmul, cpu::matmul(*L.ffn_down, ws.ffn_act.data(), m, ws.ffn_out.data()));
+        dump_rows(name + "ffn_out", ws.ffn_out, m, d);
+        count(Op::Add, cpu::add(ws.x.data(), ws.ffn_out.data(), m * d));
+        dump_rows(name + "out", ws.x, m, d);
+    }
+
+    // Final norm and logits, only for the rows that want them.
+    if (m_out == 0) return;
+    int64_t r = 0;
+    for (int64_t i = 0; i < m; i++) {
+        if (!batch.want_logits[i]) continue;
+        count(Op::RmsNorm, cpu::rmsnorm(ws.x.data() + i * d, f32_data(model.output_norm), 1, d, c.norm_eps,
+                                        ws.out_norm.data() + r * d));
+        r++;
+    }
+    dump_rows("output_norm", ws.out_norm, m_out, d);
+    count(Op::Logits, cpu::matmul(*model.output, ws.out_norm.data(), m_out, ws.logits.data()));
+    dump_rows("logits", ws.logits, m_out, c.n_vocab);
+}
+
+}  // namespace ridge

@@ -1,0 +1,65 @@
+// The forward pass: one function for prefill, decode and batches. Its input is a Batch of token
+// rows, each carrying its token, its sequence and its position; every linear layer is then one
+// (rows x d) . W product. Keys and values go to each row's sequence in the paged KVCache and each
+// row attends to its own sequence's positions 0..pos (the causal mask).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/counters.h"
+#include "engine/dump.h"
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+#include "kernels/cpu/attention.h"
+
+namespace ridge {
+
+struct Batch {
+    std::vector<int32_t> token;       // (n_rows) token ids
+    std::vector<int32_t> seq;         // (n_rows) KV cache sequence of each row
+    std::vector<int32_t> pos;         // (n_rows) position of each row in its sequence
+    std::vector<uint8_t> want_logits; // (n_rows) 1 where this row's logits are needed
+
+    void add(int32_t tok, int32_t seq_id, int32_t position, bool logits) {
+        token.push_back(tok);
+        seq.push_back(seq_id);
+        pos.push_back(position);
+        want_logits.push_back(logits ? 1 : 0);
+    }
+    int64_t size() const { return int64_t(token.size()); }
+    void clear() { token.clear(), seq.clear(), pos.clear(), want_logits.clear(); }
+};
+
+// Activation buffers, named by role, grown to the largest batch seen and then reused.
+// m = rows of the batch, m_out = rows whose logits are wanted.
+struct Workspace {
+    std::vector<float> x;          // (m, d) the residual stream
+    std::vector<float> x_norm;     // (m, d) RMSNorm of x (attention input, then FFN input)
+    std::vector<float> q;          // (m, q_dim) queries (rotated in place)
+    std::vector<float> k;          // (m, kv_dim) keys (rotated in place)
+    std::vector<float> v;          // (m, kv_dim) values
+    std::vector<float> attn;       // (m, q_dim) attention output per head, before the output projection
+    std::vector<float> attn_out;   // (m, d) after the output projection
+    std::vector<float> ffn_gate;   // (m, n_ff)
+    std::vector<float> ffn_up;     // (m, n_ff)
+    std::vector<float> ffn_act;    // (m, n_ff) silu(gate) * up
+    std::vector<float> ffn_out;    // (m, d)
+    std::vector<float> out_norm;   // (m_out, d) final norm of the rows that want logits
+    std::vector<float> logits;     // (m_out, n_vocab) in batch order of those rows
+    std::vector<int64_t> slots;    // (m) KV slot of each row
+    std::vector<cpu::AttentionRow> attn_rows;  // (m) what each row may attend to
+    int64_t n_logit_rows = 0;      // m_out of the last forward
+    int n_vocab = 0;
+
+    const float* logits_row(int64_t i) const { return logits.data() + i * n_vocab; }
+    void reserve(const Config& c, int64_t m, int64_t m_out);
+};
+
+// Runs the model over the batch. Preconditions: every row's sequence exists in the cache with
+// length > pos (KVCache::append made room), and positions of a sequence below a row's pos are
+// either stored already or in this batch. Writes ws.logits for the rows with want_logits, adds
+// every kernel's cost to `counters` (if given) and writes named intermediates to `dump` (if given).
+void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& ws,
+             OpCounters* counters = nullptr, Dumper* dump = nullptr);
+
+}  // namespace ridge

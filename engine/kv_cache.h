@@ -1,0 +1,68 @@
+// KVCache: every layer's keys and values, allocated once for n_ctx tokens, kept as a pool of
+// fixed-size blocks. Each sequence owns a block table and a length; it grows a block at a time,
+// and freeing it returns its blocks, so sequences can start, grow and end independently.
+// Size: 2 * n_layers * kv_dim * bytes(type) per token (see bytes()).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+#include "weights/config.h"
+#include "weights/types.h"
+
+namespace ridge {
+
+class KVCache {
+public:
+    static constexpr int kDefaultBlockSize = 16;
+
+    // Room for n_ctx tokens (rounded up to whole blocks) in total; type F32 or F16.
+    KVCache(const Config& config, int n_ctx, DType type, int block_size = kDefaultBlockSize);
+
+    int n_ctx() const { return n_ctx_; }            // most tokens any one sequence may hold
+    DType type() const { return type_; }
+    int block_size() const { return block_size_; }
+    size_t bytes() const { return bytes_; }          // the whole allocation
+    static size_t bytes_per_token(const Config& config, DType type);
+
+    // Sequences. Ids are small integers, reused after free_sequence.
+    int new_sequence();
+    void free_sequence(int seq);
+    bool has_sequence(int seq) const;
+    int length(int seq) const;  // tokens stored so far (the next position)
+    // Makes room for n more tokens of seq and returns the first new position; ridge::Error when
+    // the sequence would pass n_ctx or the pool has no free block (the cache is unchanged then).
+    int append(int seq, int n);
+    // Forgets the tokens of seq from position n on (keeps its blocks).
+    void truncate(int seq, int n);
+    int free_tokens() const;  // tokens that could still be appended to a new sequence
+
+    const std::vector<int32_t>& block_table(int seq) const;  // (ceil(length / block_size))
+    int64_t slot(int seq, int pos) const;                     // block_table[pos / B] * B + pos % B
+
+    cpu::KVLayer layer(int l);  // the views the kernels take for layer l
+
+private:
+    struct Sequence {
+        bool alive = false;
+        int length = 0;
+        std::vector<int32_t> blocks;  // block table
+    };
+    const Sequence& seq_ref(int seq) const;  // ridge::Error for an unknown sequence
+    Sequence& seq_mut(int seq);
+
+    int n_layers_ = 0;
+    int kv_dim_ = 0;        // n_kv_heads * head_dim
+    int n_ctx_ = 0;
+    int block_size_ = 0;
+    int n_blocks_ = 0;
+    DType type_ = DType::F32;
+    size_t elem_bytes_ = 4;
+    size_t bytes_ = 0;
+    std::unique_ptr<uint8_t[]> storage_;  // (n_layers, 2 [k, v], n_blocks * block_size, kv_dim) elements
+    std::vector<int32_t> free_blocks_;    // stack of unused block ids
+    std::vector<Sequence> seqs_;
+};
+
+}  // namespace ridge

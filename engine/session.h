@@ -1,0 +1,59 @@
+// Session: one model with its KV cache and workspace. Feeds tokens to sequences through
+// forward() (a prompt in chunks of up to max_rows rows, a decode step as one row), and keeps the
+// time, token count and per-op FLOPs/bytes of each phase (prefill, decode).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "engine/counters.h"
+#include "engine/dump.h"
+#include "engine/forward.h"
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+
+namespace ridge {
+
+struct PhaseStats {
+    int64_t tokens = 0;    // rows fed
+    int64_t calls = 0;     // forward() calls
+    double seconds = 0;    // wall time inside forward()
+    OpCounters counters;   // FLOPs and bytes per op
+    double tokens_per_second() const { return seconds > 0 ? double(tokens) / seconds : 0.0; }
+};
+
+struct SessionOptions {
+    int n_ctx = 0;               // KV cache capacity in tokens (<= the model's n_ctx_train)
+    DType kv_type = DType::F32;  // F32 or F16
+    int max_rows = 256;          // most rows per forward() call (longer prompts are chunked)
+    Dumper* dump = nullptr;      // named intermediates, when debugging
+};
+
+class Session {
+public:
+    Session(const Model& model, const SessionOptions& opt);
+
+    const Model& model() const { return model_; }
+    KVCache& cache() { return cache_; }
+    const KVCache& cache() const { return cache_; }
+    int n_vocab() const { return model_.config.n_vocab; }
+
+    // Appends tokens to seq and returns the logits (n_vocab) of the last one. prefill() runs
+    // them as (T x d) matrices in chunks; decode() runs one row. ridge::Error if the sequence
+    // would pass the context (nothing is fed then).
+    const float* prefill(int seq, std::span<const int32_t> tokens);
+    const float* decode(int seq, int32_t token);
+
+    PhaseStats prefill_stats, decode_stats;
+
+private:
+    const float* feed(int seq, std::span<const int32_t> tokens, PhaseStats& stats);
+
+    const Model& model_;
+    SessionOptions opt_;
+    KVCache cache_;
+    Workspace ws_;
+    Batch batch_;
+};
+
+}  // namespace ridge

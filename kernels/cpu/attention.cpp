@@ -1,0 +1,186 @@
+// Paged-KV store and causal grouped-query attention (see attention.h): the scalar twin first,
+// then the OpenMP version the engine calls.
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/f16.h"
+#include "kernels/cpu/ops.h"
+#include "weights/error.h"
+
+namespace ridge::cpu {
+
+namespace {
+
+size_t elem_bytes(DType t) {
+    switch (t) {
+        case DType::F32: return 4;
+        case DType::F16: return 2;
+        default:
+            throw Error("KV cache: element type " + std::string(dtype_name(t)) + " is not F32 or F16");
+    }
+}
+
+void check_shape(const KVLayer& kv, const AttentionShape& s) {
+    if (s.n_kv_heads <= 0 || s.n_heads % s.n_kv_heads != 0 || s.n_kv_heads * s.head_dim != kv.kv_dim)
+        throw Error("attention: n_heads " + std::to_string(s.n_heads) + ", n_kv_heads " +
+                    std::to_string(s.n_kv_heads) + ", head_dim " + std::to_string(s.head_dim) +
+                    " do not fit kv_dim " + std::to_string(kv.kv_dim));
+}
+
+// dst[0..n) = the n elements at element offset `off` of slot `slot` in a K or V pool.
+inline void load_kv(const uint8_t* pool, DType type, int64_t slot, int kv_dim, int off, int n, float* dst) {
+    if (type == DType::F32) {
+        const float* src = reinterpret_cast<const float*>(pool) + slot * kv_dim + off;
+        std::copy(src, src + n, dst);
+    } else {
+        const uint16_t* src = reinterpret_cast<const uint16_t*>(pool) + slot * kv_dim + off;
+        for (int c = 0; c < n; c++) dst[c] = f16_to_f32(src[c]);
+    }
+}
+
+Cost attention_cost(const AttentionRow* rows, int64_t m, const KVLayer& kv, const AttentionShape& s) {
+    double n_keys = 0;
+    for (int64_t i = 0; i < m; i++) n_keys += rows[i].n_keys;
+    Cost c;
+    c.flops = double(s.n_heads) * n_keys * (4.0 * s.head_dim + 4.0);
+    c.bytes = 2.0 * n_keys * kv.kv_dim * double(elem_bytes(kv.type)) + 8.0 * double(m) * s.n_heads * s.head_dim;
+    return c;
+}
+
+void check_rows(const AttentionRow* rows, int64_t m, const KVLayer& kv) {
+    for (int64_t i = 0; i < m; i++)
+        if (rows[i].n_keys < 1 || rows[i].block_table == nullptr)
+            throw Error("attention: row " + std::to_string(i) + " has " + std::to_string(rows[i].n_keys) +
+                        " keys or no block table");
+}
+
+}  // namespace
+
+Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* slots, int64_t m) {
+    const size_t eb = elem_bytes(kv.type);
+    for (int64_t i = 0; i < m; i++) {
+        if (slots[i] < 0 || slots[i] >= kv.n_slots)
+            throw Error("kv_store: slot " + std::to_string(slots[i]) + " of row " + std::to_string(i) +
+                        " is outside the cache's " + std::to_string(kv.n_slots) + " slots");
+        const float* k_row = k + i * kv.kv_dim;  // (kv_dim)
+        const float* v_row = v + i * kv.kv_dim;  // (kv_dim)
+        if (kv.type == DType::F32) {
+            std::copy(k_row, k_row + kv.kv_dim, reinterpret_cast<float*>(kv.k) + slots[i] * kv.kv_dim);
+            std::copy(v_row, v_row + kv.kv_dim, reinterpret_cast<float*>(kv.v) + slots[i] * kv.kv_dim);
+        } else {
+            uint16_t* k_dst = reinterpret_cast<uint16_t*>(kv.k) + slots[i] * kv.kv_dim;
+            uint16_t* v_dst = reinterpret_cast<uint16_t*>(kv.v) + slots[i] * kv.kv_dim;
+            for (int c = 0; c < kv.kv_dim; c++) {
+                k_dst[c] = f32_to_f16(k_row[c]);
+                v_dst[c] = f32_to_f16(v_row[c]);
+            }
+        }
+    }
+    return {0.0, 8.0 * double(m) * kv.kv_dim + 2.0 * double(m) * kv.kv_dim * double(eb) + 8.0 * double(m)};
+}
+
+Cost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                         const AttentionShape& s, float* out) {
+    check_shape(kv, s);
+    check_rows(rows, m, kv);
+    const int group = s.n_heads / s.n_kv_heads;  // query heads per kv head
+    const int q_dim = s.n_heads * s.head_dim;
+    const double scale = 1.0 / std::sqrt(double(s.head_dim));
+    std::vector<float> key(static_cast<size_t>(s.head_dim)), value(static_cast<size_t>(s.head_dim));  // (head_dim)
+    std::vector<double> scores, acc(static_cast<size_t>(s.head_dim));                    // (n_keys), (head_dim)
+    for (int64_t i = 0; i < m; i++) {
+        const AttentionRow& row = rows[i];
+        scores.assign(size_t(row.n_keys), 0.0);
+        for (int h = 0; h < s.n_heads; h++) {
+            const int g = h / group;
+            const float* q_head = q + i * q_dim + h * s.head_dim;  // (head_dim)
+            double max_score = -INFINITY;
+            for (int32_t j = 0; j < row.n_keys; j++) {
+                load_kv(kv.k, kv.type, kv_slot(row.block_table, j, kv.block_size), kv.kv_dim, g * s.head_dim,
+                        s.head_dim, key.data());
+                double dot = 0.0;
+                for (int c = 0; c < s.head_dim; c++) dot += double(q_head[c]) * double(key[c]);
+                scores[j] = dot * scale;
+                max_score = std::max(max_score, scores[j]);
+            }
+            double sum = 0.0;
+            for (int32_t j = 0; j < row.n_keys; j++) {
+                scores[j] = std::exp(scores[j] - max_score);
+                sum += scores[j];
+            }
+            std::fill(acc.begin(), acc.end(), 0.0);
+            for (int32_t j = 0; j < row.n_keys; j++) {
+                load_kv(kv.v, kv.type, kv_slot(row.block_table, j, kv.block_size), kv.kv_dim, g * s.head_dim,
+                        s.head_dim, value.data());
+                const double p = scores[j] / sum;
+                for (int c = 0; c < s.head_dim; c++) acc[c] += p * double(value[c]);
+            }
+            float* out_head = out + i * q_dim + h * s.head_dim;  // (head_dim)
+            for (int c = 0; c < s.head_dim; c++) out_head[c] = float(acc[c]);
+        }
+    }
+    return attention_cost(rows, m, kv, s);
+}
+
+Cost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                      const AttentionShape& s, float* out) {
+    check_shape(kv, s);
+    check_rows(rows, m, kv);
+    const int group = s.n_heads / s.n_kv_heads;
+    const int q_dim = s.n_heads * s.head_dim;
+    const float scale = 1.0f / std::sqrt(float(s.head_dim));
+    int32_t max_keys = 0;
+    for (int64_t i = 0; i < m; i++) max_keys = std::max(max_keys, rows[i].n_keys);
+    const bool f32 = kv.type == DType::F32;
+    const int64_t n_tasks = m * s.n_heads;  // (row, head) pairs
+#pragma omp parallel if (n_tasks > 1)
+    {
+        std::vector<float> scores(static_cast<size_t>(max_keys));  // (n_keys) this task's scores, then weights
+        std::vector<float> kv_buf(f32 ? 0 : size_t(s.head_dim));  // (head_dim) one converted f16 key/value
+#pragma omp for schedule(dynamic, 4)
+        for (int64_t task = 0; task < n_tasks; task++) {
+            const int64_t i = task / s.n_heads;
+            const int h = int(task % s.n_heads);
+            const int g = h / group;
+            const AttentionRow& row = rows[i];
+            const float* q_head = q + i * q_dim + h * s.head_dim;  // (head_dim)
+            for (int32_t j = 0; j < row.n_keys; j++) {
+                const int64_t slot = kv_slot(row.block_table, j, kv.block_size);
+                const float* key;  // (head_dim)
+                if (f32) {
+                    key = reinterpret_cast<const float*>(kv.k) + slot * kv.kv_dim + g * s.head_dim;
+                } else {
+                    load_kv(kv.k, kv.type, slot, kv.kv_dim, g * s.head_dim, s.head_dim, kv_buf.data());
+                    key = kv_buf.data();
+                }
+                float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                for (int c = 0; c < s.head_dim; c++) dot += q_head[c] * key[c];
+                scores[j] = dot * scale;
+            }
+            softmax_v1(scores.data(), row.n_keys);
+            float* out_head = out + i * q_dim + h * s.head_dim;  // (head_dim)
+            std::fill(out_head, out_head + s.head_dim, 0.0f);
+            for (int32_t j = 0; j < row.n_keys; j++) {
+                const int64_t slot = kv_slot(row.block_table, j, kv.block_size);
+                const float* value;  // (head_dim)
+                if (f32) {
+                    value = reinterpret_cast<const float*>(kv.v) + slot * kv.kv_dim + g * s.head_dim;
+                } else {
+                    load_kv(kv.v, kv.type, slot, kv.kv_dim, g * s.head_dim, s.head_dim, kv_buf.data());
+                    value = kv_buf.data();
+                }
+                const float p = scores[j];
+#pragma omp simd
+                for (int c = 0; c < s.head_dim; c++) out_head[c] += p * value[c];
+            }
+        }
+    }
+    return attention_cost(rows, m, kv, s);
+}
+
+}  // namespace ridge::cpu

@@ -1,0 +1,62 @@
+// Causal grouped-query attention over a paged KV cache, and the store of new keys/values into it.
+// The cache of one layer is a pool of slots (n_slots, kv_dim) grouped in fixed-size blocks; a
+// sequence owns a list of blocks (its block table), and its position p lives in slot
+// table[p / block_size] * block_size + p % block_size. Variants: v0_scalar (reference twin, one
+// thread, double accumulators) and v1_omp (OpenMP over (row, head) pairs, f32 accumulators).
+#pragma once
+#include <cstdint>
+
+#include "kernels/cpu/cost.h"
+#include "weights/types.h"
+
+namespace ridge::cpu {
+
+// One layer's keys and values (F32 or F16 elements).
+struct KVLayer {
+    DType type = DType::F32;  // F32 or F16
+    uint8_t* k = nullptr;     // (n_slots, kv_dim) keys, already rotated
+    uint8_t* v = nullptr;     // (n_slots, kv_dim) values
+    int64_t n_slots = 0;      // n_blocks * block_size
+    int kv_dim = 0;           // n_kv_heads * head_dim
+    int block_size = 0;       // slots per block
+};
+
+struct AttentionShape {
+    int n_heads = 0;     // query heads
+    int n_kv_heads = 0;  // key/value heads; query head h reads kv head h / (n_heads / n_kv_heads)
+    int head_dim = 0;
+};
+
+// What one query row may see: keys 0 .. n_keys-1 of its sequence (n_keys = its position + 1 gives
+// the causal mask), found through the sequence's block table.
+struct AttentionRow {
+    const int32_t* block_table = nullptr;  // (ceil(n_keys / block_size)) block ids of the sequence
+    int32_t n_keys = 0;                    // >= 1
+};
+
+// Slot of position pos in a sequence with this block table.
+inline int64_t kv_slot(const int32_t* block_table, int32_t pos, int block_size) {
+    return int64_t(block_table[pos / block_size]) * block_size + pos % block_size;
+}
+
+// Contract: for each row i, kv.k[slots[i]] = k[i] and kv.v[slots[i]] = v[i] (converted to kv.type).
+//   k, v: (m, kv_dim) f32; slots: (m) distinct, in [0, kv.n_slots).
+// Cost: FLOPs 0; bytes 8*m*kv_dim + 2*m*kv_dim*bytes(kv.type) + 8*m.
+Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* slots, int64_t m);
+
+// Contract: for each row i and query head h (kv head g = h / (n_heads / n_kv_heads)):
+//   s_j = q[i,h] . K[key j, g] / sqrt(head_dim) for j < n_keys;  p = softmax(s);
+//   out[i,h] = sum_j p_j V[key j, g].
+//   q, out: (m, n_heads * head_dim) f32, not aliasing; rows: (m); the keys must be stored already.
+// Cost (N = sum_i n_keys_i): FLOPs n_heads*N*(4*head_dim + 4);
+//   bytes 2*N*kv_dim*bytes(kv.type) + 8*m*n_heads*head_dim.
+Cost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                         const AttentionShape& s, float* out);
+Cost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                      const AttentionShape& s, float* out);
+inline Cost attention(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                      const AttentionShape& s, float* out) {
+    return attention_v1_omp(q, rows, m, kv, s, out);
+}
+
+}  // namespace ridge::cpu

@@ -1,0 +1,23 @@
+// Cost: the floating-point work and memory traffic of one kernel call, returned by every kernel
+// so the engine can sum it per op, per layer and per phase (design habit 4: costs are code).
+// Conventions: a fused multiply-add counts as 2 FLOPs; bytes are the bytes the kernel must read
+// and write at least once (weights in their stored format, activations as f32).
+#pragma once
+
+namespace ridge::cpu {
+
+struct Cost {
+    double flops = 0;  // floating-point operations
+    double bytes = 0;  // bytes read + written
+
+    Cost& operator+=(const Cost& o) {
+        flops += o.flops;
+        bytes += o.bytes;
+        return *this;
+    }
+    friend Cost operator+(Cost a, const Cost& b) { return a += b; }
+    // Arithmetic intensity I = FLOPs / byte (0 when nothing moved).
+    double intensity() const { return bytes > 0 ? flops / bytes : 0.0; }
+};
+
+}  // namespace ridge::cpu

@@ -1,0 +1,42 @@
+// Linear layers on the CPU: Y = X . W^T for a weight matrix W of any loadable type.
+// The variants live side by side (design habit 5) and the tests loop over all of them:
+//   v0_scalar  the reference twin: one thread, each row dequantized, dot products in double.
+//   v1_rows    OpenMP over output rows; each thread dequantizes one weight row at a time into
+//              its own buffer and dots it with all m input rows (so prefill reads W once).
+//   v2_eigen   F32 weights only: an Eigen GEMM/GEMV over the mapped weights, no copy.
+// matmul() picks the variant for the weight type; decode (m = 1) is the same call (matvec).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cost.h"
+#include "weights/tensor.h"
+
+namespace ridge::cpu {
+
+// Contract: W (n, k) @ X (m, k) -> Y (m, n), i.e. Y[i][j] = sum_c X[i][c] * W[j][c].
+//   W: TensorView of GGUF shape {k, n} (n rows of k elements) of any type dequantize_row knows;
+//      k a multiple of the type's block size. X: (m, k) f32 row-major. Y: (m, n) f32, not aliasing X.
+// Cost: FLOPs 2*m*n*k; bytes n*row_bytes(W.type, k) + 4*m*k + 4*m*n.
+Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y);
+
+// Decode form (m = 1): W (n, k) @ x (k) -> y (n). Same contract and cost with m = 1.
+inline Cost matvec(const TensorView& W, const float* x, float* y) { return matmul(W, x, 1, y); }
+
+// The cost formula alone (what matmul returns), for planning and tests.
+Cost matmul_cost(const TensorView& W, int64_t m);
+
+Cost matmul_v0_scalar(const TensorView& W, const float* X, int64_t m, float* Y);
+Cost matmul_v1_rows(const TensorView& W, const float* X, int64_t m, float* Y);
+Cost matmul_v2_eigen(const TensorView& W, const float* X, int64_t m, float* Y);  // F32 W only
+
+struct MatmulVariant {
+    std::string name;
+    Cost (*fn)(const TensorView& W, const float* X, int64_t m, float* Y);
+    bool (*supports)(DType t);
+};
+// Every variant, v0 (the reference) first.
+const std::vector<MatmulVariant>& matmul_variants();
+
+}  // namespace ridge::cpu

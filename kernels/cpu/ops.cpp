@@ -1,0 +1,221 @@
+// Embedding, RMSNorm, RoPE, softmax, SwiGLU and residual add (see ops.h): each scalar twin first,
+// then the version the engine calls.
+#include "kernels/cpu/ops.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "weights/error.h"
+#include "weights/quant.h"
+
+namespace ridge::cpu {
+
+// ---- embedding lookup -------------------------------------------------------------------
+
+namespace {
+void check_token(const TensorView& table, int32_t tok, int64_t row) {
+    if (tok < 0 || tok >= table.ne(1))
+        throw Error("embed: token id " + std::to_string(tok) + " at row " + std::to_string(row) +
+                    " is outside the vocabulary [0, " + std::to_string(table.ne(1)) + ") of '" +
+                    table.name + "'");
+}
+Cost embed_cost(const TensorView& table, int64_t m) {
+    const int64_t d = table.ne(0);
+    return {0.0, double(m) * double(row_bytes(table.type, d)) + 4.0 * double(m) + 4.0 * double(m * d)};
+}
+}  // namespace
+
+Cost embed_v0_scalar(const TensorView& table, const int32_t* tokens, int64_t m, float* out) {
+    const int64_t d = table.ne(0);
+    for (int64_t i = 0; i < m; i++) {
+        check_token(table, tokens[i], i);
+        dequantize_row(table.type, table.row(tokens[i]), out + i * d, d);
+    }
+    return embed_cost(table, m);
+}
+
+Cost embed_v1_omp(const TensorView& table, const int32_t* tokens, int64_t m, float* out) {
+    const int64_t d = table.ne(0);
+    for (int64_t i = 0; i < m; i++) check_token(table, tokens[i], i);  // throw outside the team
+#pragma omp parallel for schedule(static) if (m > 1)
+    for (int64_t i = 0; i < m; i++) dequantize_row(table.type, table.row(tokens[i]), out + i * d, d);
+    return embed_cost(table, m);
+}
+
+// ---- RMSNorm ------------------------------------------------------------------------------
+
+namespace {
+Cost rmsnorm_cost(int64_t m, int64_t d) {
+    return {4.0 * double(m * d), 4.0 * double(2 * m * d + d)};
+}
+}  // namespace
+
+Cost rmsnorm_v0_scalar(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y) {
+    for (int64_t i = 0; i < m; i++) {
+        const float* x_row = x + i * d;  // (d)
+        float* y_row = y + i * d;        // (d)
+        double sum_sq = 0.0;
+        for (int64_t c = 0; c < d; c++) sum_sq += double(x_row[c]) * double(x_row[c]);
+        const double inv_rms = 1.0 / std::sqrt(sum_sq / double(d) + double(eps));
+        for (int64_t c = 0; c < d; c++) y_row[c] = float(double(w[c]) * (double(x_row[c]) * inv_rms));
+    }
+    return rmsnorm_cost(m, d);
+}
+
+Cost rmsnorm_v1_omp(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y) {
+#pragma omp parallel for schedule(static) if (m > 1)
+    for (int64_t i = 0; i < m; i++) {
+        const float* x_row = x + i * d;  // (d)
+        float* y_row = y + i * d;        // (d)
+        float sum_sq = 0.0f;
+#pragma omp simd reduction(+ : sum_sq)
+        for (int64_t c = 0; c < d; c++) sum_sq += x_row[c] * x_row[c];
+        const float inv_rms = 1.0f / std::sqrt(sum_sq / float(d) + eps);
+#pragma omp simd
+        for (int64_t c = 0; c < d; c++) y_row[c] = w[c] * (x_row[c] * inv_rms);
+    }
+    return rmsnorm_cost(m, d);
+}
+
+// ---- rotary position embedding ----------------------------------------------------------------
+
+double rope_angle(int64_t pos, int i, int rope_dim, float freq_base) {
+    return double(pos) * std::pow(double(freq_base), -2.0 * double(i) / double(rope_dim));
+}
+
+namespace {
+void check_rope(const RopeParams& p) {
+    if (p.rope_dim <= 0 || p.rope_dim % 2 != 0 || p.rope_dim > p.head_dim)
+        throw Error("rope: rope_dim " + std::to_string(p.rope_dim) + " must be even, positive and <= head_dim " +
+                    std::to_string(p.head_dim));
+}
+Cost rope_cost(int64_t m, int n_heads, const RopeParams& p) {
+    return {6.0 * double(m) * n_heads * (p.rope_dim / 2), 8.0 * double(m) * n_heads * p.head_dim + 4.0 * double(m)};
+}
+// Offsets of the two elements of pair i within a head.
+inline void pair_of(RopeStyle style, int i, int rope_dim, int& a, int& b) {
+    if (style == RopeStyle::Norm) {
+        a = 2 * i;
+        b = 2 * i + 1;
+    } else {
+        a = i;
+        b = i + rope_dim / 2;
+    }
+}
+// Rotates every head of one row by the precomputed cos/sin of its position.
+inline void rope_row(float* x_row, int n_heads, const RopeParams& p, const float* cos_t, const float* sin_t) {
+    const int n_pairs = p.rope_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float* head = x_row + int64_t(h) * p.head_dim;  // (head_dim)
+        for (int i = 0; i < n_pairs; i++) {
+            int ia, ib;
+            pair_of(p.style, i, p.rope_dim, ia, ib);
+            const float a = head[ia], b = head[ib];
+            head[ia] = a * cos_t[i] - b * sin_t[i];
+            head[ib] = a * sin_t[i] + b * cos_t[i];
+        }
+    }
+}
+}  // namespace
+
+Cost rope_v0_scalar(float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p) {
+    check_rope(p);
+    const int n_pairs = p.rope_dim / 2;
+    for (int64_t r = 0; r < m; r++) {
+        for (int h = 0; h < n_heads; h++) {
+            float* head = x + (r * n_heads + h) * p.head_dim;  // (head_dim)
+            for (int i = 0; i < n_pairs; i++) {
+                const double t = rope_angle(pos[r], i, p.rope_dim, p.freq_base);
+                int ia, ib;
+                pair_of(p.style, i, p.rope_dim, ia, ib);
+                const double a = head[ia], b = head[ib];
+                head[ia] = float(a * std::cos(t) - b * std::sin(t));
+                head[ib] = float(a * std::sin(t) + b * std::cos(t));
+            }
+        }
+    }
+    return rope_cost(m, n_heads, p);
+}
+
+Cost rope_v1_omp(float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p) {
+    check_rope(p);
+    const int n_pairs = p.rope_dim / 2;
+    const int64_t row_len = int64_t(n_heads) * p.head_dim;
+#pragma omp parallel if (m > 1)
+    {
+        std::vector<float> cos_t(static_cast<size_t>(n_pairs)), sin_t(static_cast<size_t>(n_pairs));  // (rope_dim/2) this row's
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < m; r++) {
+            for (int i = 0; i < n_pairs; i++) {
+                const double t = rope_angle(pos[r], i, p.rope_dim, p.freq_base);
+                cos_t[i] = float(std::cos(t));
+                sin_t[i] = float(std::sin(t));
+            }
+            rope_row(x + r * row_len, n_heads, p, cos_t.data(), sin_t.data());
+        }
+    }
+    return rope_cost(m, n_heads, p);
+}
+
+// ---- softmax ----------------------------------------------------------------------------
+
+Cost softmax_v0_scalar(float* x, int64_t n) {
+    double max_x = x[0];
+    for (int64_t c = 1; c < n; c++) max_x = std::max(max_x, double(x[c]));
+    double sum = 0.0;
+    std::vector<double> e(static_cast<size_t>(n));  // (n) exp(x - max)
+    for (int64_t c = 0; c < n; c++) {
+        e[c] = std::exp(double(x[c]) - max_x);
+        sum += e[c];
+    }
+    for (int64_t c = 0; c < n; c++) x[c] = float(e[c] / sum);
+    return {4.0 * double(n), 8.0 * double(n)};
+}
+
+Cost softmax_v1(float* x, int64_t n) {
+    float max_x = x[0];
+    for (int64_t c = 1; c < n; c++) max_x = std::max(max_x, x[c]);
+    float sum = 0.0f;
+    for (int64_t c = 0; c < n; c++) {
+        x[c] = std::exp(x[c] - max_x);
+        sum += x[c];
+    }
+    const float inv_sum = 1.0f / sum;
+    for (int64_t c = 0; c < n; c++) x[c] *= inv_sum;
+    return {4.0 * double(n), 8.0 * double(n)};
+}
+
+// ---- SwiGLU -------------------------------------------------------------------------------
+
+Cost swiglu_v0_scalar(const float* gate, const float* up, int64_t n, float* out) {
+    for (int64_t c = 0; c < n; c++) {
+        const double g = gate[c];
+        out[c] = float(g / (1.0 + std::exp(-g)) * double(up[c]));
+    }
+    return {5.0 * double(n), 12.0 * double(n)};
+}
+
+Cost swiglu_v1_omp(const float* gate, const float* up, int64_t n, float* out) {
+#pragma omp parallel for schedule(static) if (n > 16384)
+    for (int64_t c = 0; c < n; c++) {
+        const float g = gate[c];
+        out[c] = g / (1.0f + std::exp(-g)) * up[c];
+    }
+    return {5.0 * double(n), 12.0 * double(n)};
+}
+
+// ---- residual add -----------------------------------------------------------------------------
+
+Cost add_v0_scalar(float* x, const float* y, int64_t n) {
+    for (int64_t c = 0; c < n; c++) x[c] += y[c];
+    return {double(n), 12.0 * double(n)};
+}
+
+Cost add_v1_omp(float* x, const float* y, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (int64_t c = 0; c < n; c++) x[c] += y[c];
+    return {double(n), 12.0 * double(n)};
+}
+
+}  // namespace ridge::cpu

@@ -1,0 +1,96 @@
+// Helpers shared by the kernel and engine tests: seeded random inputs, random weight matrices of
+// any loadable type, and the `atol + rtol*|ref|` closeness check used against scalar twins.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/f16.h"
+#include "weights/quant.h"
+#include "weights/tensor.h"
+#include "weights/types.h"
+
+namespace ridge::test {
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+// Expects |got - ref| <= atol + rtol*|ref| element-wise; reports the first few misses.
+inline void expect_close(const float* got, const float* ref, size_t n, double atol, double rtol,
+                         const std::string& what) {
+    int misses = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double tol = atol + rtol * std::fabs(double(ref[i]));
+        if (!(std::fabs(double(got[i]) - double(ref[i])) <= tol)) {
+            if (++misses <= 5)
+                ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << ref[i]
+                              << " (tol " << tol << ")";
+        }
+    }
+    EXPECT_EQ(misses, 0) << what << ": " << misses << " of " << n << " elements out of tolerance";
+}
+
+// A weight matrix with n rows of k elements of type t, built from seeded random values: the simple
+// formats go through quantize_row; K-quant blocks get random bytes with sane f16 scale fields.
+struct OwnedWeight {
+    std::vector<uint8_t> bytes;
+    TensorView view;
+};
+
+inline void put_f16(uint8_t* p, float v) {
+    const uint16_t h = cpu::f32_to_f16(v);
+    std::memcpy(p, &h, 2);
+}
+
+inline OwnedWeight random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
+    OwnedWeight w;
+    const size_t rb = row_bytes(t, k);
+    w.bytes.resize(rb * size_t(n));
+    const std::vector<float> vals = random_floats(size_t(n * k), seed);
+    std::mt19937 rng(seed ^ 0x9e3779b9u);
+    switch (t) {
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K: {
+            for (uint8_t& b : w.bytes) b = uint8_t(rng());
+            const size_t bb = block_bytes(t);
+            std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+            for (size_t off = 0; off < w.bytes.size(); off += bb) {
+                if (t == DType::Q6_K) {
+                    put_f16(&w.bytes[off + bb - 2], scale(rng));  // d at the end of the block
+                } else {
+                    put_f16(&w.bytes[off], scale(rng));      // d
+                    put_f16(&w.bytes[off + 2], scale(rng));  // dmin
+                }
+            }
+            break;
+        }
+        default:
+            for (int64_t r = 0; r < n; r++) quantize_row(t, vals.data() + r * k, w.bytes.data() + size_t(r) * rb, k);
+    }
+    w.view.name = std::string("random_") + std::string(dtype_name(t));
+    w.view.type = t;
+    w.view.shape = {k, n};
+    w.view.data = w.bytes.data();
+    w.view.nbytes = w.bytes.size();
+    return w;
+}
+
+inline const std::vector<DType>& all_weight_types() {
+    static const std::vector<DType> types = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
+                                             DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                                             DType::Q4_K, DType::Q5_K, DType::Q6_K};
+    return types;
+}
+
+}  // namespace ridge::test

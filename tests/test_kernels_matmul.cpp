@@ -1,0 +1,115 @@
+// matmul / matvec: every variant against the scalar reference (v0) for every weight type on
+// seeded random input with odd sizes, plus hand-worked products and the cost formula.
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/matmul.h"
+#include "kernel_test_util.h"
+#include "weights/error.h"
+
+namespace ridge {
+namespace {
+
+using cpu::Cost;
+using test::expect_close;
+
+TEST(Matmul, HandWorkedF32) {
+    // W (2 rows, k = 3) = [[1, 2, 3], [4, 5, 6]]; x = [1, 0, -1] -> y = [-2, -2]; x2 = [1, 1, 1] -> [6, 15].
+    std::vector<float> w = {1, 2, 3, 4, 5, 6};
+    TensorView W{"w", DType::F32, {3, 2}, reinterpret_cast<const uint8_t*>(w.data()), w.size() * 4};
+    std::vector<float> X = {1, 0, -1, 1, 1, 1};  // (m=2, k=3)
+    for (const auto& v : cpu::matmul_variants()) {
+        std::vector<float> Y(4, -99.0f);
+        const Cost c = v.fn(W, X.data(), 2, Y.data());
+        EXPECT_FLOAT_EQ(Y[0], -2.0f) << v.name;
+        EXPECT_FLOAT_EQ(Y[1], -2.0f) << v.name;
+        EXPECT_FLOAT_EQ(Y[2], 6.0f) << v.name;
+        EXPECT_FLOAT_EQ(Y[3], 15.0f) << v.name;
+        EXPECT_DOUBLE_EQ(c.flops, 2.0 * 2 * 2 * 3) << v.name;                 // 2*m*n*k
+        EXPECT_DOUBLE_EQ(c.bytes, 2 * 3 * 4 + 4.0 * 2 * 3 + 4.0 * 2 * 2) << v.name;  // W + X + Y
+    }
+}
+
+TEST(Matmul, HandWorkedQ8_0ExactIntegers) {
+    // Rows whose largest magnitude is 127 quantize to scale 1 exactly: row j element c = c*8 - 127 + j
+    // for j in {0}; and row 1 = all 127. With x = ones(32): sum_c (8c - 127) = 8*496 - 127*32 = -96.
+    const int64_t k = 32;
+    std::vector<float> rows(2 * k);
+    for (int c = 0; c < k; c++) {
+        rows[c] = float(c * 8 - 127);
+        rows[k + c] = 127.0f;
+    }
+    std::vector<uint8_t> q(2 * row_bytes(DType::Q8_0, k));
+    quantize_row(DType::Q8_0, rows.data(), q.data(), k);
+    quantize_row(DType::Q8_0, rows.data() + k, q.data() + row_bytes(DType::Q8_0, k), k);
+    TensorView W{"q8", DType::Q8_0, {k, 2}, q.data(), q.size()};
+    std::vector<float> x(k, 1.0f), y(2);
+    for (const auto& v : cpu::matmul_variants()) {
+        if (!v.supports(DType::Q8_0)) continue;
+        v.fn(W, x.data(), 1, y.data());
+        EXPECT_FLOAT_EQ(y[0], -96.0f) << v.name;
+        EXPECT_FLOAT_EQ(y[1], 127.0f * 32) << v.name;
+    }
+    cpu::matvec(W, x.data(), y.data());
+    EXPECT_FLOAT_EQ(y[0], -96.0f);
+}
+
+struct Case {
+    int64_t m, n, k;
+};
+
+class MatmulAllTypes : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatmulAllTypes, VariantsMatchScalarReference) {
+    const DType t = GetParam();
+    const int64_t blk = block_elems(t);
+    const std::vector<Case> cases = blk == 256 ? std::vector<Case>{{1, 5, 256}, {3, 17, 512}, {7, 9, 256}}
+                                               : std::vector<Case>{{1, 7, 64}, {3, 13, 96}, {5, 33, 160}, {17, 3, 32}};
+    uint32_t seed = 1234;
+    for (const Case& cs : cases) {
+        const test::OwnedWeight W = test::random_weight(t, cs.n, cs.k, seed++);
+        const std::vector<float> X = test::random_floats(size_t(cs.m * cs.k), seed++);
+        std::vector<float> ref(size_t(cs.m * cs.n));
+        const Cost ref_cost = cpu::matmul_v0_scalar(W.view, X.data(), cs.m, ref.data());
+        const std::string where = std::string(dtype_name(t)) + " m=" + std::to_string(cs.m) +
+                                  " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k);
+        for (const auto& v : cpu::matmul_variants()) {
+            if (!v.supports(t)) continue;
+            std::vector<float> got(ref.size(), -99.0f);
+            const Cost c = v.fn(W.view, X.data(), cs.m, got.data());
+            expect_close(got.data(), ref.data(), got.size(), 1e-4, 1e-4, v.name + " " + where);
+            EXPECT_DOUBLE_EQ(c.flops, ref_cost.flops) << v.name;
+            EXPECT_DOUBLE_EQ(c.bytes, ref_cost.bytes) << v.name;
+        }
+        std::vector<float> got(ref.size());
+        cpu::matmul(W.view, X.data(), cs.m, got.data());
+        expect_close(got.data(), ref.data(), got.size(), 1e-4, 1e-4, "matmul " + where);
+        // Decode is the same product one row at a time.
+        for (int64_t i = 0; i < cs.m; i++) {
+            std::vector<float> y(size_t(cs.n));
+            cpu::matvec(W.view, X.data() + i * cs.k, y.data());
+            expect_close(y.data(), ref.data() + i * cs.n, y.size(), 1e-4, 1e-4, "matvec row " + where);
+        }
+        EXPECT_DOUBLE_EQ(ref_cost.flops, 2.0 * cs.m * cs.n * cs.k);
+        EXPECT_DOUBLE_EQ(ref_cost.bytes,
+                         double(cs.n) * row_bytes(t, cs.k) + 4.0 * cs.m * cs.k + 4.0 * cs.m * cs.n);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulAllTypes, ::testing::ValuesIn(test::all_weight_types()),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Matmul, RejectsRowLengthNotMultipleOfBlock) {
+    std::vector<uint8_t> bytes(1024);
+    TensorView W{"bad", DType::Q4_0, {48, 2}, bytes.data(), bytes.size()};
+    std::vector<float> x(48), y(2);
+    EXPECT_THROW(cpu::matmul(W, x.data(), 1, y.data()), Error);
+}
+
+TEST(Matmul, EigenVariantRejectsQuantizedWeights) {
+    const test::OwnedWeight W = test::random_weight(DType::Q4_1, 2, 32, 7);
+    std::vector<float> x(32), y(2);
+    EXPECT_THROW(cpu::matmul_v2_eigen(W.view, x.data(), 1, y.data()), Error);
+}
+
+}  // namespace
+}  // namespace ridge
