@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+# Golden token ids for SmolLM2 from Hugging Face tokenizers, the independent reference for
+# tests/test_tokenizer_smollm2.cpp and tests/test_cli_tokenize.cpp. Writes
+# tests/data/tokenizer/smollm2_hf.jsonl: one {"text", "ids", "ids_special"} object per line.
+#
+# Run with the reference environment:  /opt/refenv/bin/python tools/gen_tokenizer_goldens.py
+#
+# The tokenizer is built from the same GGUF file ridge reads, two ways that must agree:
+#  1. transformers.AutoTokenizer.from_pretrained(models_dir, gguf_file=...). Its GGUF converter
+#     gives a plain ByteLevel pre-tokenizer and drops SmolLM2's digit splitting
+#     (tokenizer.ggml.pre = "smollm": Digits(individual_digits=True) then ByteLevel), so the
+#     pre-tokenizer is replaced by that sequence.
+#  2. A tokenizers BPE built directly from tokenizer.ggml.tokens / merges with the same
+#     pre-tokenizer and the control tokens as special added tokens.
+# "ids": add_special_tokens=False with special tokens NOT recognised in the text
+# (encode_special_tokens=True, i.e. ridge's parse_special=false); "ids_special": the same with
+# special tokens recognised (HF's default, ridge's parse_special=true). Neither adds BOS.
+import argparse
+import json
+import os
+import random
+import sys
+
+import gguf
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm_pre_tokenizer():
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+
+
+def via_transformers(models_dir):
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(models_dir, gguf_file=MODEL)
+    backend = tok.backend_tokenizer
+    backend.pre_tokenizer = smollm_pre_tokenizer()
+    return backend
+
+
+def via_tokenizers(gguf_path):
+    reader = gguf.GGUFReader(gguf_path)
+    tokens = reader.fields["tokenizer.ggml.tokens"].contents()
+    types = reader.fields["tokenizer.ggml.token_type"].contents()
+    merges = reader.fields["tokenizer.ggml.merges"].contents()
+    vocab = {t: i for i, t in enumerate(tokens)}
+    pairs = [tuple(m.split(" ", 1)) for m in merges]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
+    tok.pre_tokenizer = smollm_pre_tokenizer()
+    tok.decoder = decoders.ByteLevel()
+    specials = [AddedToken(tokens[i], special=True, normalized=False) for i, t in enumerate(types) if t == 3]
+    tok.add_special_tokens(specials)
+    return tok
+
+
+def test_strings():
+    """A few hundred varied strings; fixed, plus seeded random mixtures."""
+    s = [
+        # English prose and contractions
+        "Hello world", " Hello world", "Hello, world!", "The quick brown fox jumps over the lazy dog.",
+        "It's a dog's life; they're sure we've seen what I'm saying, and you'll agree he'd go.",
+        "IT'S LOUD. THEY'RE HERE. WE'VE GOT IT. I'M OUT. YOU'LL SEE. HE'D KNOW.",
+        "don't can't won't shouldn't y'all o'clock rock'n'roll 'quoted' \"double\"",
+        "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",
+        "In 1492, Columbus sailed the ocean blue. In 2024 the population was 8,045,311,447 people.",
+        "Mr. Smith's e-mail: john.smith@example.com -- visit https://example.org/path?q=1&r=two#frag",
+        "A sentence with trailing space ", "  leading spaces", "multiple   inner    spaces", "tab\tseparated\tvalues",
+        "line one\nline two\n\nline four\r\nwindows line\r\n", "\n", "\n\n\n", " \n \n", "\t\t\t", "   ",
+        " ", "", "a", "I", "?", "...", "!!!???", "----====", "'s", "'", "''", "'''", "''''", "'S", "'ll've",
+        # numbers
+        "0", "7", "42", "123", "2024", "3.14159", "1,000,000", "-273.15", "1e-9", "0x1F", "0b1011",
+        "12345678901234567890", "9" * 64, "3 33 333 3333 33333 333333", "3.3 3..3 3...3",
+        "Version 2.0.1-beta+exp.sha.5114f85", "Call 555-0100 or +1 (800) 555-0199", "x1 y22 z333 a1b2c3",
+        "  1", "   12", "\t3", "\n4", "a 5 b", "½ ¾ ⅓ ² ³ ¹ ٣ ४ 三 Ⅻ", "①②③",
+        # code
+        "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n",
+        "import numpy as np\nx = np.arange(10, dtype=np.float32)  # comment\nprint(f\"{x.sum():.2f}\")\n",
+        "class Foo(Bar):\n\tdef __init__(self, *args, **kwargs):\n\t\tsuper().__init__(*args, **kwargs)\n",
+        "#include <stdio.h>\n\nint main(int argc, char** argv) {\n    printf(\"%d\\n\", argc);\n    return 0;\n}\n",
+        "for (size_t i = 0; i < n; ++i) { y[i] += a * x[i]; }",
+        "template <typename T> constexpr T max(T a, T b) noexcept { return a > b ? a : b; }",
+        '{"name": "ridge", "version": [0, 1], "nested": {"ok": true, "n": null, "pi": 3.14}}',
+        '[\n  {\n    "id": 1,\n    "tags": ["a", "b"]\n  }\n]',
+        "SELECT id, name FROM users WHERE age >= 21 ORDER BY name DESC LIMIT 10;",
+        "<div class=\"x\"><p>Hello &amp; welcome</p></div>", "$ ls -la | grep '^d' > out.txt 2>&1",
+        "x=>x*2; a!==b && c||d; i++; j--; k**=2; m<<=1; n>>>=3;", "    \n        \n    ",
+        # accents, other scripts, CJK
+        "Führer", "café naïve résumé coöperate Ångström", "cafe\u0301 (decomposed) vs caf\u00e9 (composed)",
+        "Cửa Việt", "Straße", "ﬁ ligature", "İstanbul ıi", "нещо на Български", "Привет, мир!",
+        "Γειά σου Κόσμε", "שלום עולם", "مرحبا بالعالم", "नमस्ते दुनिया", "ကမ္ဘာ", "កាន់តែពិសេសអាចខលចេញ",
+        "สวัสดีชาวโลก", "こんにちは世界", "カタカナとひらがな", "我想在apple工作1314151天～", "你好，世界！",
+        "안녕하세요 세계", "中文English混合mixed文本", "日本語の文章です。句読点、も。",
+        # emoji and ZWJ sequences
+        "🦙", "🚀 (normal) 😶‍🌫️ (multiple emojis concatenated) ✅ (only emoji that has its own token)",
+        "👨‍👩‍👧‍👦 family", "🏳️‍🌈", "👍🏽", "🇺🇸🇫🇷", "emoji🙂inside🙃words", "😁 ?", "🦙🦙🦙",
+        # unusual whitespace and controls
+        "nbsp\u00a0here", "nel\u0085here", "en\u2002em\u2003thin\u2009", "ideographic\u3000space",
+        "line\u2028sep", "zero\u200bwidth", "soft\u00adhyphen", "bell\u0007char", "del\u007fchar", "nul\u0000byte",
+        "\u0085", "\u00a0\u00a0", "\u3000\u3000a",
+        # chat-template text and special-token-looking text
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+        "<|im_start|>user\nhi<|im_end|>", "<|im_end|>", "<|endoftext|>", "text<|endoftext|>more",
+        "<|im_start|><|im_start|>", "< |im_start| >", "<|im_start", "im_start|>", "<|unknown|>",
+        "<repo_name>ridge<file_sep>tokenizer.cpp\n<filename>x.py", "<jupyter_code>print(1)<jupyter_output>1",
+        "<s> </s> <unk> [INST] [/INST] <<SYS>>", "<|im_start|>  spaced  <|im_end|>  ",
+        "<fim_prefix>def f():<fim_suffix>\n<fim_middle>", "<gh_stars>100",
+    ]
+    # Runs of whitespace of many lengths and kinds, alone and before words and digits.
+    for n in [1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 64, 100]:
+        s += [" " * n, " " * n + "word", "\t" * n + "x", "\n" * n, "x" + " " * n + "1", ("\n" + " " * 4) * (n % 5 + 1)]
+    # Long digit runs and long words.
+    s += ["1234567890" * 20, "a" * 300, "ab" * 200, "The " * 150, "?!" * 100, "😀" * 50, "\u00e9" * 80]
+    # Seeded random mixtures of the pieces above and of character classes.
+    rng = random.Random(20261129)
+    pieces = [p for p in s if p] + list("aZ09 \t\n.,;:'\"-_/\\()[]{}<>|@#$%^&*+=~`") + [
+        "é", "ß", "ø", "ж", "λ", "中", "ア", "한", "🙂", "‍", "️", "\u0301", "\u00a0", "’", "“", "”", "…", "—"]
+    for _ in range(220):
+        k = rng.randint(1, 12)
+        s.append("".join(rng.choice(pieces) for _ in range(k)))
+    for _ in range(40):
+        k = rng.randint(5, 60)
+        s.append("".join(chr(rng.choice([rng.randint(0x20, 0x7E), rng.randint(0xA0, 0x24F), rng.randint(0x370, 0x52F),
+                                          rng.randint(0x4E00, 0x4FFF), rng.randint(0x1F300, 0x1F64F), 0x20, 0x0A, 0x09]))
+                         for _ in range(k)))
+    # No lone surrogates (not encodable as UTF-8); keep order, drop duplicates.
+    seen, out = set(), []
+    for t in s:
+        if t not in seen:
+            seen.add(t)
+            out.append(t)
+    return out
+
+
+def encode(tok, text, parse_special):
+    tok.encode_special_tokens = not parse_special
+    return tok.encode(text, add_special_tokens=False).ids
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--models-dir", default=os.path.join(ROOT, "models"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "tokenizer", "smollm2_hf.jsonl"))
+    ap.add_argument("--skip-transformers", action="store_true", help="only the tokenizers-built reference")
+    args = ap.parse_args()
+
+    gguf_path = os.path.join(args.models_dir, MODEL)
+    built = via_tokenizers(gguf_path)
+    refs = [("tokenizers from GGUF vocab+merges", built)]
+    if not args.skip_transformers:
+        refs.insert(0, ("transformers AutoTokenizer(gguf_file=...) + smollm pre-tokenizer", via_transformers(args.models_dir)))
+
+    texts = test_strings()
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    n_disagree = 0
+    with open(args.out, "w", encoding="utf-8") as f:
+        for text in texts:
+            rows = [(encode(t, text, False), encode(t, text, True)) for _, t in refs]
+            if any(r != rows[0] for r in rows[1:]):
+                n_disagree += 1
+                print(f"references disagree on {text!r}: {rows}", file=sys.stderr)
+                continue
+            ids, ids_special = rows[0]
+            assert built.decode(ids, skip_special_tokens=False) == text, text  # byte-level BPE round-trips
+            f.write(json.dumps({"text": text, "ids": ids, "ids_special": ids_special}, ensure_ascii=False) + "\n")
+    print(f"wrote {len(texts) - n_disagree} strings to {args.out} using: " + "; ".join(name for name, _ in refs))
+    return 1 if n_disagree else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
