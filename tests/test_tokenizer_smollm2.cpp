@@ -49,8 +49,10 @@ std::string printable(const std::string& s) {
 
 std::string ids_str(const std::vector<int32_t>& ids) {
     std::ostringstream out;
+    out << "[";
     for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
-    return "[" + out.str() + "]";
+    out << "]";
+    return out.str();
 }
 
 class SmolLM2 : public testing::Test {
