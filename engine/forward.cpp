@@ -64,7 +64,7 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
 
     // Token embeddings -> the residual stream x (m, d).
     count(Op::Embed, cpu::embed(*model.token_embd, batch.token.data(), m, ws.x.data()));
-    dump_rows("embd", ws.x, m, d);
+    dump_rows("embed", ws.x, m, d);
 
     for (int l = 0; l < c.n_layers; l++) {
         const LayerWeights& L = model.layers[size_t(l)];
@@ -99,6 +99,8 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         dump_rows(name + "ffn_norm", ws.x_norm, m, d);
         count(Op::Matmul, cpu::matmul(*L.ffn_gate, ws.x_norm.data(), m, ws.ffn_gate.data()));
         count(Op::Matmul, cpu::matmul(*L.ffn_up, ws.x_norm.data(), m, ws.ffn_up.data()));
+        dump_rows(name + "ffn_gate", ws.ffn_gate, m, n_ff);
+        dump_rows(name + "ffn_up", ws.ffn_up, m, n_ff);
         count(Op::Swiglu, cpu::swiglu(ws.ffn_gate.data(), ws.ffn_up.data(), m * n_ff, ws.ffn_act.data()));
         dump_rows(name + "ffn_act", ws.ffn_act, m, n_ff);
         count(Op::Matmul, cpu::matmul(*L.ffn_down, ws.ffn_act.data(), m, ws.ffn_out.data()));
@@ -116,7 +118,7 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
                                         ws.out_norm.data() + r * d));
         r++;
     }
-    dump_rows("output_norm", ws.out_norm, m_out, d);
+    dump_rows("final_norm", ws.out_norm, m_out, d);
     count(Op::Logits, cpu::matmul(*model.output, ws.out_norm.data(), m_out, ws.logits.data()));
     dump_rows("logits", ws.logits, m_out, c.n_vocab);
 }

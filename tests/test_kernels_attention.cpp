@@ -103,7 +103,7 @@ std::vector<double> dense_attention(const float* q, const std::vector<float>& K,
     std::vector<double> out(size_t(s.n_heads * s.head_dim), 0.0);
     for (int h = 0; h < s.n_heads; h++) {
         const int g = h / (s.n_heads / s.n_kv_heads);
-        std::vector<double> w(size_t(n_keys));
+        std::vector<double> w(static_cast<size_t>(n_keys));
         double mx = -1e300, sum = 0;
         for (int j = 0; j < n_keys; j++) {
             double d = 0;

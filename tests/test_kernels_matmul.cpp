@@ -85,7 +85,7 @@ TEST_P(MatmulAllTypes, VariantsMatchScalarReference) {
         expect_close(got.data(), ref.data(), got.size(), 1e-4, 1e-4, "matmul " + where);
         // Decode is the same product one row at a time.
         for (int64_t i = 0; i < cs.m; i++) {
-            std::vector<float> y(size_t(cs.n));
+            std::vector<float> y(static_cast<size_t>(cs.n));
             cpu::matvec(W.view, X.data() + i * cs.k, y.data());
             expect_close(y.data(), ref.data() + i * cs.n, y.size(), 1e-4, 1e-4, "matvec row " + where);
         }

@@ -236,7 +236,7 @@ TEST(Swiglu, HandWorked) {
 TEST(Swiglu, MatchesScalarOnRandom) {
     const int64_t n = 5 * 1537;
     const auto g = random_floats(size_t(n), 41, -10, 10), u = random_floats(size_t(n), 42, -3, 3);
-    std::vector<float> ref(size_t(n)), got(size_t(n));
+    std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n));
     cpu::swiglu_v0_scalar(g.data(), u.data(), n, ref.data());
     const cpu::Cost c = cpu::swiglu(g.data(), u.data(), n, got.data());
     expect_close(got.data(), ref.data(), size_t(n), 1e-6, 1e-5, "swiglu");

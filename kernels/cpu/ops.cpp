@@ -176,12 +176,12 @@ Cost softmax_v0_scalar(float* x, int64_t n) {
 Cost softmax_v1(float* x, int64_t n) {
     float max_x = x[0];
     for (int64_t c = 1; c < n; c++) max_x = std::max(max_x, x[c]);
-    float sum = 0.0f;
+    double sum = 0.0;  // a double sum keeps long rows (a vocabulary) accurate to ~1e-7
     for (int64_t c = 0; c < n; c++) {
         x[c] = std::exp(x[c] - max_x);
         sum += x[c];
     }
-    const float inv_sum = 1.0f / sum;
+    const float inv_sum = float(1.0 / sum);
     for (int64_t c = 0; c < n; c++) x[c] *= inv_sum;
     return {4.0 * double(n), 8.0 * double(n)};
 }
