@@ -1,5 +1,103 @@
-// Placeholder until `ridge info` is written.
+// `ridge info -m MODEL [--tensors]`: what a model file holds and what it costs to run: the
+// config, parameter count, bytes per weight type, the weight bytes one decode step reads and the
+// KV cache bytes per token (numbers from weights/model_stats.h), optionally every tensor.
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
 #include "tools/commands.h"
+#include "weights/model_file.h"
+#include "weights/model_stats.h"
+
 namespace ridge::cli {
-void register_info(CLI::App&) {}
+
+namespace {
+
+// "94.2 MiB" style, for the human reading beside the exact number.
+std::string human_bytes(uint64_t b) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = double(b);
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+    return buf;
+}
+
+std::string human_count(int64_t n) {
+    char buf[32];
+    if (n >= 1000000000) std::snprintf(buf, sizeof buf, "%.2f B", double(n) / 1e9);
+    else if (n >= 1000000) std::snprintf(buf, sizeof buf, "%.2f M", double(n) / 1e6);
+    else if (n >= 1000) std::snprintf(buf, sizeof buf, "%.2f K", double(n) / 1e3);
+    else std::snprintf(buf, sizeof buf, "%" PRId64, n);
+    return buf;
+}
+
+void print_info(const std::string& path, bool list_tensors) {
+    auto m = ModelFile::open(path);
+    const Config& c = m->config();
+    const ModelStats s = compute_stats(*m);
+
+    std::printf("file: %s\n", path.c_str());
+    if (const GGUFFile* g = m->gguf()) {
+        std::printf("format: GGUF v%u (%zu metadata keys, %zu tensors, alignment %zu, data at byte %zu)\n",
+                    g->version(), g->metadata().size(), g->tensors().size(), g->alignment(), g->data_offset());
+        std::printf("name: %s\n", g->get_string_or("general.name", "(none)").c_str());
+    } else {
+        std::printf("format: llama2.c checkpoint (%zu tensors)\n", m->tensors().size());
+    }
+    std::printf("architecture: %s\n", c.arch.c_str());
+    std::printf("config:\n");
+    std::printf("  n_embd: %d\n", c.n_embd);
+    std::printf("  n_layers: %d\n", c.n_layers);
+    std::printf("  n_ff: %d\n", c.n_ff);
+    std::printf("  n_heads: %d\n", c.n_heads);
+    std::printf("  n_kv_heads: %d\n", c.n_kv_heads);
+    std::printf("  head_dim: %d\n", c.head_dim);
+    std::printf("  n_vocab: %d\n", c.n_vocab);
+    std::printf("  n_ctx_train: %d\n", c.n_ctx_train);
+    std::printf("  rope_dim: %d\n", c.rope_dim);
+    std::printf("  rope_freq_base: %g\n", double(c.rope_freq_base));
+    std::printf("  rope_style: %s\n", c.rope_style == RopeStyle::Norm ? "norm" : "neox");
+    std::printf("  norm_eps: %g\n", double(c.norm_eps));
+    std::printf("  tied_output: %s\n", c.tied_output ? "yes" : "no");
+
+    std::printf("parameters: %" PRId64 " (%s)\n", s.n_params, human_count(s.n_params).c_str());
+    std::printf("weights by type:\n");
+    std::printf("  %-6s %8s %14s %14s\n", "type", "tensors", "elements", "bytes");
+    for (const TypeStats& t : s.by_type)
+        std::printf("  %-6s %8" PRId64 " %14" PRId64 " %14" PRIu64 "\n", std::string(dtype_name(t.type)).c_str(),
+                    t.n_tensors, t.n_elements, t.bytes);
+    std::printf("weight bytes: %" PRIu64 " (%s)\n", s.weight_bytes, human_bytes(s.weight_bytes).c_str());
+    std::printf("decode bytes per token: %" PRIu64 " (%s; includes the output head %" PRIu64
+                " and one embedding row %" PRIu64 ")\n",
+                s.decode_bytes_per_token, human_bytes(s.decode_bytes_per_token).c_str(), s.output_head_bytes,
+                s.embedding_row_bytes);
+    std::printf("kv cache bytes per token: f32 %" PRIu64 ", f16 %" PRIu64 "\n", s.kv_bytes_per_token_f32,
+                s.kv_bytes_per_token_f16);
+
+    if (list_tensors) {
+        std::printf("tensors:\n");
+        std::printf("  %-32s %-6s %-22s %12s %12s\n", "name", "type", "shape", "bytes", "offset");
+        for (const TensorView& t : m->tensors())
+            std::printf("  %-32s %-6s %-22s %12zu %12" PRIu64 "\n", t.name.c_str(),
+                        std::string(dtype_name(t.type)).c_str(), shape_str(t.shape).c_str(), t.nbytes,
+                        m->file_offset(t));
+    }
+}
+
+}  // namespace
+
+void register_info(CLI::App& app) {
+    CLI::App* cmd = app.add_subcommand("info", "Show a model's config, sizes and per-token costs");
+    auto model = std::make_shared<std::string>();
+    auto tensors = std::make_shared<bool>(false);
+    cmd->add_option("-m,--model", *model, "model file (GGUF or llama2.c .bin)")->required();
+    cmd->add_flag("--tensors", *tensors, "also list every tensor: name, type, shape, bytes, file offset");
+    cmd->callback([model, tensors] { print_info(*model, *tensors); });
+}
+
 }  // namespace ridge::cli

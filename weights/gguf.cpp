@@ -78,7 +78,7 @@ public:
         uint64_t len = read<uint64_t>(what);
         if (len > remaining())
             fail(std::string(what) + " has length " + num(len) + " but only " + num(remaining()) +
-                     " bytes remain in the file",
+                     " bytes remain (truncated or corrupt file)",
                  at);
         std::string s(reinterpret_cast<const char*>(base_ + pos_), size_t(len));
         pos_ += size_t(len);
@@ -134,7 +134,7 @@ GGUFValue read_value(Reader& r, GGUFType t, const std::string& key) {
     // Bound the count by what the remaining bytes could hold before allocating anything.
     if (n > r.remaining() / min_value_bytes(v.elem_type))
         r.fail("metadata key '" + key + "': array of " + num(n) + " " + std::string(gguf_type_name(v.elem_type)) +
-                   " values cannot fit in the " + num(r.remaining()) + " bytes that remain",
+                   " values cannot fit in the " + num(r.remaining()) + " bytes that remain (truncated or corrupt file)",
                count_at);
     GGUFValue e;
     if (v.elem_type == GGUFType::STRING) {
@@ -255,13 +255,11 @@ void GGUFFile::parse() {
     size_t at = r.pos();
     uint64_t n_tensors = r.read<uint64_t>("tensor count");
     uint64_t n_kv = r.read<uint64_t>("metadata count");
-    // Bound both counts by the bytes left before reserving anything.
+    // Bound the metadata count by the bytes left before reading on.
     if (n_kv > r.remaining() / kMinKVBytes)
-        r.fail("metadata count " + num(n_kv) + " cannot fit in the " + num(r.remaining()) + " bytes that remain",
+        r.fail("metadata count " + num(n_kv) + " cannot fit in the " + num(r.remaining()) +
+                   " bytes that remain (truncated or corrupt file)",
                at + 8);
-    if (n_tensors > r.remaining() / kMinTensorInfoBytes)
-        r.fail("tensor count " + num(n_tensors) + " cannot fit in the " + num(r.remaining()) + " bytes that remain",
-               at);
 
     // Metadata.
     for (uint64_t k = 0; k < n_kv; k++) {
@@ -288,7 +286,14 @@ void GGUFFile::parse() {
         alignment_ = size_t(al);
     }
 
-    // Tensor infos.
+    // Tensor infos (the count is bounded here, after the metadata, so that a file cut inside
+    // the metadata is reported as such rather than as an impossible tensor count).
+    if (n_tensors > r.remaining() / kMinTensorInfoBytes)
+        r.fail("tensor count " + num(n_tensors) + " (read at byte offset " + num(at) + ") needs at least " +
+                   (n_tensors > (UINT64_MAX / kMinTensorInfoBytes) ? std::string("2^64")
+                                                                   : num(n_tensors * kMinTensorInfoBytes)) +
+                   " bytes of tensor infos but only " + num(r.remaining()) + " bytes remain (truncated or corrupt file)",
+               r.pos());
     struct Info {
         size_t info_at;
         uint64_t offset;  // relative to the data section

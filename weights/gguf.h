@@ -57,6 +57,7 @@ public:
     size_t file_size() const { return size_; }
     size_t alignment() const { return alignment_; }
     size_t data_offset() const { return data_offset_; }  // start of the tensor data section
+    const uint8_t* data() const { return base_; }          // first byte of the file (the mapping)
 
     // Metadata. Getters throw ridge::Error naming the file and key when the key is missing or
     // has an incompatible type; integer getters accept any integer type whose value fits.

@@ -21,6 +21,7 @@ public:
         format_ = ModelFormat::Llama2c;
         path_ = path;
         map_ = MappedFile::open(path);
+        file_base_ = map_->data();
         load();
     }
 

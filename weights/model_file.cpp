@@ -27,6 +27,7 @@ std::unique_ptr<ModelFile> ModelFile::open(const std::string& path) {
         m->gguf_ = GGUFFile::open(path);
         m->config_ = config_from_gguf(*m->gguf_);
         m->tensors_ = m->gguf_->tensors();
+        m->file_base_ = m->gguf_->data();
         return m;
     }
     return open_llama2c(path);

@@ -2,6 +2,7 @@
 // seen the same way: a Config and named TensorViews (GGUF names: "token_embd.weight",
 // "blk.3.attn_q.weight", ...) pointing into the read-only mapping of the file.
 #pragma once
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -30,6 +31,9 @@ public:
     // The GGUF file (metadata, tokenizer) or nullptr for a llama2.c checkpoint.
     const GGUFFile* gguf() const { return gguf_.get(); }
 
+    // Byte offset of a tensor's data from the start of the file.
+    uint64_t file_offset(const TensorView& t) const { return uint64_t(t.data - file_base_); }
+
     const TensorView* find(std::string_view name) const;
     // The named tensor with one of `types` and exactly `shape` (GGUF order), else ridge::Error
     // naming the file, the tensor, what was expected and what was found.
@@ -42,6 +46,7 @@ protected:
     Config config_;
     std::vector<TensorView> tensors_;
     std::unique_ptr<GGUFFile> gguf_;
+    const uint8_t* file_base_ = nullptr;  // first byte of the mapped file
 };
 
 }  // namespace ridge
