@@ -530,3 +530,88 @@ TEST(GGUFCorrupt, TruncatedFileOnDisk) {
         EXPECT_NE(std::string(e.what()).find("bytes remain"), std::string::npos) << e.what();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// config_from_gguf on synthetic metadata: defaults and consistency checks
+
+namespace {
+struct KV {
+    std::string key;
+    GGUFType type;
+    uint64_t u = 0;
+    float f = 0;
+    std::string s;
+};
+std::vector<uint8_t> llama_file(const std::vector<KV>& kvs) {
+    Builder w;
+    w.header(3, 0, kvs.size());
+    for (const KV& kv : kvs) {
+        w.key(kv.key, kv.type);
+        if (kv.type == GGUFType::UINT32) w.pod<uint32_t>(uint32_t(kv.u));
+        else if (kv.type == GGUFType::FLOAT32) w.pod<float>(kv.f);
+        else if (kv.type == GGUFType::STRING) w.str(kv.s);
+    }
+    return w.b;
+}
+std::vector<KV> minimal_llama() {
+    return {{"general.architecture", GGUFType::STRING, 0, 0, "llama"},
+            {"llama.embedding_length", GGUFType::UINT32, 256},
+            {"llama.block_count", GGUFType::UINT32, 2},
+            {"llama.feed_forward_length", GGUFType::UINT32, 512},
+            {"llama.attention.head_count", GGUFType::UINT32, 8},
+            {"llama.context_length", GGUFType::UINT32, 1024},
+            {"llama.vocab_size", GGUFType::UINT32, 1000}};
+}
+Config config_of(const std::vector<KV>& kvs) {
+    auto bytes = llama_file(kvs);
+    auto f = GGUFFile::from_memory(bytes.data(), bytes.size(), "cfg.gguf");
+    return config_from_gguf(*f);
+}
+void expect_config_error(const std::vector<KV>& kvs, const std::string& needle) {
+    try {
+        config_of(kvs);
+        ADD_FAILURE() << "accepted; wanted '" << needle << "'";
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("cfg.gguf: ", 0), 0u) << e.what();
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+}
+}  // namespace
+
+TEST(GGUFConfig, Defaults) {
+    Config c = config_of(minimal_llama());
+    EXPECT_EQ(c.head_dim, 32);           // 256 / 8
+    EXPECT_EQ(c.n_kv_heads, 8);          // head_count_kv absent: = head_count
+    EXPECT_EQ(c.rope_dim, 32);           // rope.dimension_count absent: = head_dim
+    EXPECT_EQ(c.rope_freq_base, 10000.0f);
+    EXPECT_EQ(c.norm_eps, 1e-5f);
+    EXPECT_EQ(c.n_vocab, 1000);
+    EXPECT_TRUE(c.tied_output);          // no output.weight
+}
+
+TEST(GGUFConfig, Rejects) {
+    auto with = [](std::vector<KV> kvs, KV extra) {
+        for (KV& kv : kvs)
+            if (kv.key == extra.key) {
+                kv = extra;
+                return kvs;
+            }
+        kvs.push_back(extra);
+        return kvs;
+    };
+    auto without = [](std::vector<KV> kvs, const std::string& key) {
+        std::erase_if(kvs, [&](const KV& kv) { return kv.key == key; });
+        return kvs;
+    };
+    const auto base = minimal_llama();
+    expect_config_error(with(base, {"llama.attention.head_count", GGUFType::UINT32, 7}), "not a multiple of llama.attention.head_count 7");
+    expect_config_error(with(base, {"llama.attention.head_count_kv", GGUFType::UINT32, 3}), "head_count_kv 3");
+    expect_config_error(with(base, {"llama.rope.dimension_count", GGUFType::UINT32, 64}), "rope.dimension_count 64");
+    expect_config_error(with(base, {"llama.block_count", GGUFType::UINT32, 0}), "llama.block_count' is 0");
+    expect_config_error(with(base, {"llama.block_count", GGUFType::STRING, 0, 0, "two"}), "llama.block_count' has type STRING");
+    expect_config_error(with(base, {"general.architecture", GGUFType::STRING, 0, 0, "qwen2"}), "'qwen2'");
+    expect_config_error(without(base, "llama.embedding_length"), "'llama.embedding_length' is missing");
+    expect_config_error(without(base, "llama.vocab_size"), "vocabulary size");
+    expect_config_error(with(base, {"llama.attention.key_length", GGUFType::UINT32, 64}), "key_length 64");
+    expect_config_error(with(base, {"llama.rope.freq_base", GGUFType::FLOAT32, 0, -1.0f}), "freq_base");
+}

@@ -1,6 +1,7 @@
-// `ridge info -m MODEL [--tensors]`: what a model file holds and what it costs to run: the
+// `ridge info -m MODEL [--metadata] [--tensors]`: what a model file holds and what it costs to run: the
 // config, parameter count, bytes per weight type, the weight bytes one decode step reads and the
-// KV cache bytes per token (numbers from weights/model_stats.h), optionally every tensor.
+// KV cache bytes per token (numbers from weights/model_stats.h), optionally the metadata and
+// every tensor.
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -36,7 +37,7 @@ std::string human_count(int64_t n) {
     return buf;
 }
 
-void print_info(const std::string& path, bool list_tensors) {
+void print_info(const std::string& path, bool list_metadata, bool list_tensors) {
     auto m = ModelFile::open(path);
     const Config& c = m->config();
     const ModelStats s = compute_stats(*m);
@@ -79,6 +80,11 @@ void print_info(const std::string& path, bool list_tensors) {
     std::printf("kv cache bytes per token: f32 %" PRIu64 ", f16 %" PRIu64 "\n", s.kv_bytes_per_token_f32,
                 s.kv_bytes_per_token_f16);
 
+    if (list_metadata && m->gguf()) {
+        std::printf("metadata:\n");
+        for (const auto& [key, value] : m->gguf()->metadata())
+            std::printf("  %s: %s\n", key.c_str(), m->gguf()->value_str(key).c_str());
+    }
     if (list_tensors) {
         std::printf("tensors:\n");
         std::printf("  %-32s %-6s %-22s %12s %12s\n", "name", "type", "shape", "bytes", "offset");
@@ -94,10 +100,12 @@ void print_info(const std::string& path, bool list_tensors) {
 void register_info(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("info", "Show a model's config, sizes and per-token costs");
     auto model = std::make_shared<std::string>();
+    auto metadata = std::make_shared<bool>(false);
     auto tensors = std::make_shared<bool>(false);
     cmd->add_option("-m,--model", *model, "model file (GGUF or llama2.c .bin)")->required();
+    cmd->add_flag("--metadata", *metadata, "also list every GGUF metadata key and (shortened) value");
     cmd->add_flag("--tensors", *tensors, "also list every tensor: name, type, shape, bytes, file offset");
-    cmd->callback([model, tensors] { print_info(*model, *tensors); });
+    cmd->callback([model, metadata, tensors] { print_info(*model, *metadata, *tensors); });
 }
 
 }  // namespace ridge::cli

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -156,8 +157,13 @@ GGUFValue read_value(Reader& r, GGUFType t, const std::string& key) {
     return v;
 }
 
+// Shortest round-trip text ("0.25", "1e-05"), but whole numbers in plain digits ("100000").
 std::string fmt_float(double f, GGUFType t) {
     char buf[64];
+    if (std::isfinite(f) && f == std::floor(f) && std::fabs(f) < 1e15) {
+        auto res = std::to_chars(buf, buf + sizeof buf, f, std::chars_format::fixed);
+        return std::string(buf, res.ptr);
+    }
     auto res = t == GGUFType::FLOAT32 ? std::to_chars(buf, buf + sizeof buf, float(f))
                                       : std::to_chars(buf, buf + sizeof buf, f);
     return std::string(buf, res.ptr);
