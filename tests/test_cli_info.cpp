@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -31,7 +32,9 @@ std::string slurp(const std::string& path) {
 }
 
 RunResult ridge(const std::string& args) {
-    const std::string out = ::testing::TempDir() + "ridge_info.out", err = ::testing::TempDir() + "ridge_info.err";
+    // Per-process names: ctest -j runs the tests of this file as separate processes at once.
+    const std::string stem = ::testing::TempDir() + "ridge_info_" + std::to_string(::getpid());
+    const std::string out = stem + ".out", err = stem + ".err";
     const std::string cmd = std::string("'") + RIDGE_BINARY + "' " + args + " > '" + out + "' 2> '" + err + "'";
     RunResult r;
     int st = std::system(cmd.c_str());
@@ -194,12 +197,12 @@ TEST(CliInfo, BadInput) {
     expect_one_line_error(ridge("info -m '" + missing + "'"), missing);
 
     const std::string data = slurp(kStoriesGGUF);
-    const std::string cut = ::testing::TempDir() + "cut-stories.gguf";
+    const std::string cut = ::testing::TempDir() + "cut-stories-" + std::to_string(::getpid()) + ".gguf";
     std::ofstream(cut, std::ios::binary).write(data.data(), 12000);
     expect_one_line_error(ridge("info -m '" + cut + "'"), cut);
 
     const std::string bin = slurp(kBin);
-    const std::string cutbin = ::testing::TempDir() + "cut-stories.bin";
+    const std::string cutbin = ::testing::TempDir() + "cut-stories-" + std::to_string(::getpid()) + ".bin";
     std::ofstream(cutbin, std::ios::binary).write(bin.data(), std::streamsize(bin.size() - 100));
     expect_one_line_error(ridge("info -m '" + cutbin + "'"), cutbin);
 

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "weights/config.h"
 #include "weights/gguf.h"
 #include "weights/model_file.h"
@@ -520,7 +522,7 @@ TEST(GGUFCorrupt, TruncatedFileOnDisk) {
     // Through the path-based API, as `ridge info` uses it.
     std::vector<uint8_t> f = read_all(kStories);
     f.resize(12000);
-    const std::string path = ::testing::TempDir() + "truncated-stories.gguf";
+    const std::string path = ::testing::TempDir() + "truncated-stories-" + std::to_string(::getpid()) + ".gguf";
     std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(f.data()), std::streamsize(f.size()));
     try {
         ModelFile::open(path);

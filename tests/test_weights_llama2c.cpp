@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "weights/llama2c.h"
 #include "weights/model_file.h"
 
@@ -26,7 +28,8 @@ std::vector<uint8_t> read_all(const std::string& path) {
 }
 
 std::string write_temp(const std::string& name, const std::vector<uint8_t>& bytes) {
-    const std::string path = ::testing::TempDir() + name;
+    // The pid keeps concurrent runs (ctest -j, several build dirs) from sharing files.
+    const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-" + name;
     std::ofstream out(path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
     return path;
