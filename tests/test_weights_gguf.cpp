@@ -375,6 +375,8 @@ TEST(GGUFSynthetic, Rejects) {
                   "general.alignment 48 is not a power of two");
     expect_reject(one_kv([](Builder& w) { w.key("general.alignment", GGUFType::UINT32); w.pod<uint32_t>(0); }),
                   "not a power of two");
+    expect_reject(one_kv([](Builder& w) { w.key("general.alignment", GGUFType::UINT32); w.pod<uint32_t>(4); }),
+                  "not a power of two in [8, 2^30]");
     expect_reject(one_kv([](Builder& w) { w.key("general.alignment", GGUFType::STRING); w.str("32"); }),
                   "general.alignment");
     expect_reject(one_kv([](Builder& w) { w.key("x.b", GGUFType::BOOL); w.pod<uint8_t>(2); }), "neither 0 nor 1");

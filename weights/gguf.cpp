@@ -287,8 +287,10 @@ void GGUFFile::parse() {
         else
             throw Error(path_ + ": metadata key 'general.alignment' has type " +
                         std::string(gguf_type_name(a->type)) + ", expected an unsigned integer");
-        if (al == 0 || (al & (al - 1)) != 0 || al > (uint64_t(1) << 30))
-            throw Error(path_ + ": general.alignment " + num(al) + " is not a power of two in [1, 2^30]");
+        // The GGUF spec asks for a multiple of 8; ggml for a power of two. ridge wants both (so
+        // that every tensor starts 8-byte aligned), and a sane upper bound.
+        if (al < 8 || (al & (al - 1)) != 0 || al > (uint64_t(1) << 30))
+            throw Error(path_ + ": general.alignment " + num(al) + " is not a power of two in [8, 2^30]");
         alignment_ = size_t(al);
     }
 
