@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-# Golden token ids for SmolLM2 from Hugging Face tokenizers, the independent reference for
-# tests/test_tokenizer_smollm2.cpp and tests/test_cli_tokenize.cpp. Writes
-# tests/data/tokenizer/smollm2_hf.jsonl: one {"text", "ids", "ids_special"} object per line.
+# Golden token ids from Hugging Face tokenizers, the independent reference for
+# tests/test_tokenizer_smollm2.cpp, tests/test_tokenizer_stories260k.cpp and
+# tests/test_cli_tokenize.cpp. Writes tests/data/tokenizer/smollm2_hf.jsonl (one {"text", "ids",
+# "ids_special"} object per line) and tests/data/tokenizer/stories260k_hf.jsonl ({"text", "ids"}).
 #
 # Run with the reference environment:  /opt/refenv/bin/python tools/gen_tokenizer_goldens.py
 #
@@ -15,18 +16,29 @@
 # "ids": add_special_tokens=False with special tokens NOT recognised in the text
 # (encode_special_tokens=True, i.e. ridge's parse_special=false); "ids_special": the same with
 # special tokens recognised (HF's default, ridge's parse_special=true). Neither adds BOS.
+#
+# stories260K (SentencePiece-style "llama" vocabulary of 512 tokens, the GGUF in the shared test
+# data) goes through transformers' GGUF converter too (Metaspace + BPE with byte fallback, merges
+# derived from the scores), with the normalizer of Llama 2's own tokenizer.json (see
+# stories260k_via_transformers). transformers rejects that file's padding/separator ids 0xFFFFFFFF
+# ("none"), so a copy without those two keys is written to a temporary directory first. Its
+# "ids" are add_special_tokens=True (BOS, as llama2.c and SentencePiece add) with special tokens
+# as plain text.
 import argparse
 import json
 import os
 import random
 import sys
+import tempfile
 
 import gguf
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+import numpy as np
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf"
+STORIES_GGUF = os.path.join(os.path.dirname(ROOT), "shared", "testdata", "gguf-stories260K", "stories260K.gguf")
 
 
 def smollm_pre_tokenizer():
@@ -56,6 +68,35 @@ def via_tokenizers(gguf_path):
     tok.decoder = decoders.ByteLevel()
     specials = [AddedToken(tokens[i], special=True, normalized=False) for i, t in enumerate(types) if t == 3]
     tok.add_special_tokens(specials)
+    return tok
+
+
+def stories260k_via_transformers(gguf_path, tmp_dir):
+    from transformers import AutoTokenizer
+    reader = gguf.GGUFReader(gguf_path)
+    copy = os.path.join(tmp_dir, "stories260K.gguf")
+    writer = gguf.GGUFWriter(copy, arch="llama")
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        if key in ("tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id"):
+            continue  # 0xFFFFFFFF ("none"), which transformers cannot take
+        if field.types[0] == gguf.GGUFValueType.ARRAY:
+            writer.add_key_value(key, field.contents(), field.types[0], sub_type=field.types[-1])
+        else:
+            writer.add_key_value(key, field.contents(), field.types[0])
+    for t in reader.tensors:
+        writer.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tok = AutoTokenizer.from_pretrained(tmp_dir, gguf_file="stories260K.gguf").backend_tokenizer
+    # The converter's Metaspace(prepend_scheme="first") skips the "▁" prefix when the text already
+    # starts with a space; SentencePiece's dummy prefix (llama2.c, llama.cpp, and Llama 2's own
+    # tokenizer.json: Prepend("▁") + Replace(" ", "▁"), no pre-tokenizer) always adds it.
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    tok.pre_tokenizer = None
     return tok
 
 
@@ -138,16 +179,18 @@ def test_strings():
     return out
 
 
-def encode(tok, text, parse_special):
+def encode(tok, text, parse_special, add_special_tokens=False):
     tok.encode_special_tokens = not parse_special
-    return tok.encode(text, add_special_tokens=False).ids
+    return tok.encode(text, add_special_tokens=add_special_tokens).ids
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "models"))
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "tokenizer", "smollm2_hf.jsonl"))
-    ap.add_argument("--skip-transformers", action="store_true", help="only the tokenizers-built reference")
+    ap.add_argument("--stories-gguf", default=STORIES_GGUF)
+    ap.add_argument("--stories-out", default=os.path.join(ROOT, "tests", "data", "tokenizer", "stories260k_hf.jsonl"))
+    ap.add_argument("--skip-transformers", action="store_true", help="only the tokenizers-built SmolLM2 reference")
     args = ap.parse_args()
 
     gguf_path = os.path.join(args.models_dir, MODEL)
@@ -170,6 +213,15 @@ def main():
             assert built.decode(ids, skip_special_tokens=False) == text, text  # byte-level BPE round-trips
             f.write(json.dumps({"text": text, "ids": ids, "ids_special": ids_special}, ensure_ascii=False) + "\n")
     print(f"wrote {len(texts) - n_disagree} strings to {args.out} using: " + "; ".join(name for name, _ in refs))
+
+    if not args.skip_transformers:
+        with tempfile.TemporaryDirectory() as tmp:
+            stories = stories260k_via_transformers(args.stories_gguf, tmp)
+            with open(args.stories_out, "w", encoding="utf-8") as f:
+                for text in texts:
+                    ids = encode(stories, text, False, add_special_tokens=True)
+                    f.write(json.dumps({"text": text, "ids": ids}, ensure_ascii=False) + "\n")
+        print(f"wrote {len(texts)} strings to {args.stories_out} using transformers AutoTokenizer(gguf_file=...)")
     return 1 if n_disagree else 0
 
 
