@@ -2,9 +2,7 @@
 // into pieces; within a piece every byte starts as its own symbol (the GPT-2 byte alphabet) and
 // the adjacent pair with the lowest merge rank is merged until no listed pair remains
 // (leftmost first among equal ranks). A cache maps recently seen pieces to their ids.
-#include <mutex>
 #include <queue>
-#include <shared_mutex>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pretokenizer.h"
@@ -35,11 +33,7 @@ private:
     std::unordered_map<uint64_t, Merge> merges_;  // (left id, right id) -> rank and result
     int32_t byte_symbol_[256];                    // id of the one-character token for each byte, or -1
 
-    // Piece -> ids cache, shared by all callers; cleared when full.
-    static constexpr size_t kCacheMaxEntries = 1 << 16;
-    static constexpr size_t kCacheMaxPieceBytes = 256;
-    mutable std::shared_mutex cache_mutex_;
-    mutable std::unordered_map<std::string, std::vector<int32_t>, TextHash, std::equal_to<>> cache_;
+    PieceCache cache_;
 };
 
 BpeTokenizer::BpeTokenizer(Vocabulary vocab) : VocabTokenizer(std::move(vocab)), spec_(pretokenizer_for(vocab_.pre)) {
@@ -84,23 +78,10 @@ BpeTokenizer::BpeTokenizer(Vocabulary vocab) : VocabTokenizer(std::move(vocab)),
 
 void BpeTokenizer::encode_text(std::string_view text, bool, std::vector<int32_t>& out) const {
     for (std::string_view piece : splitter_->split(text)) {
-        if (piece.size() > kCacheMaxPieceBytes) {
-            encode_piece(piece, out);
-            continue;
-        }
-        {
-            std::shared_lock lock(cache_mutex_);
-            auto it = cache_.find(piece);
-            if (it != cache_.end()) {
-                out.insert(out.end(), it->second.begin(), it->second.end());
-                continue;
-            }
-        }
+        if (cache_.find(piece, out)) continue;
         const size_t first = out.size();
         encode_piece(piece, out);
-        std::unique_lock lock(cache_mutex_);
-        if (cache_.size() >= kCacheMaxEntries) cache_.clear();
-        cache_.try_emplace(std::string(piece), out.begin() + first, out.end());
+        cache_.store(piece, out.data() + first, out.size() - first);
     }
 }
 

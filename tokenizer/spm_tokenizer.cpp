@@ -3,8 +3,11 @@
 // add_space_prefix is set), every UTF-8 character starts as a symbol, and the adjacent pair
 // whose concatenation is the token with the highest score is merged first (leftmost among
 // equal scores) until no pair forms a token. Characters left without a token become <0xHH>
-// byte tokens.
+// byte tokens. For speed the text is cut where no token could ever span the cut (two characters
+// never adjacent inside any token): merges never cross such a cut, so each segment is encoded on
+// its own, through a cache, with exactly the result of encoding the whole text at once.
 #include <queue>
+#include <unordered_set>
 
 #include "tokenizer/utf8.h"
 #include "tokenizer/vocab_tokenizer.h"
@@ -24,11 +27,33 @@ protected:
     void encode_text(std::string_view text, bool after_special, std::vector<int32_t>& out) const override;
 
 private:
-    std::vector<int32_t> byte_ids_;  // (256) id of <0xHH>, or -1
+    // The bytes of the character at s[pos] (at most 4) packed in an integer, and its length.
+    static uint32_t char_key(std::string_view s, size_t pos, size_t* len) {
+        *len = std::min(utf8::char_length(uint8_t(s[pos])), s.size() - pos);
+        uint32_t key = 0;
+        for (size_t k = 0; k < *len; ++k) key |= uint32_t(uint8_t(s[pos + k])) << (8 * k);
+        return key;
+    }
+    static uint64_t pair_key(uint32_t left, uint32_t right) { return (uint64_t(left) << 32) | right; }
+    void encode_segment(std::string_view segment, std::vector<int32_t>& out) const;
+
+    std::vector<int32_t> byte_ids_;               // (256) id of <0xHH>, or -1
+    std::unordered_set<uint64_t> adjacent_pairs_;  // character pairs adjacent inside some token
+    PieceCache cache_;
 };
 
 SpmTokenizer::SpmTokenizer(Vocabulary vocab) : VocabTokenizer(std::move(vocab)) {
     byte_ids_ = byte_token_ids();
+    for (const std::string& t : vocab_.tokens) {
+        size_t len = 0, pos = 0;
+        uint32_t prev = 0;
+        for (bool first = true; pos < t.size(); first = false) {
+            const uint32_t key = char_key(t, pos, &len);
+            if (!first) adjacent_pairs_.insert(pair_key(prev, key));
+            prev = key;
+            pos += len;
+        }
+    }
     strip_space_at_start_ = vocab_.add_space_prefix;
     pieces_.resize(vocab_.tokens.size());
     for (size_t i = 0; i < vocab_.tokens.size(); ++i) {
@@ -69,6 +94,25 @@ void SpmTokenizer::encode_text(std::string_view text, bool after_special, std::v
         }
     }
 
+    // Cut between two characters that are never adjacent inside a token.
+    size_t begin = 0, pos = 0, len = 0;
+    uint32_t prev = 0;
+    while (pos < s.size()) {
+        const uint32_t key = char_key(s, pos, &len);
+        if (pos > begin && !adjacent_pairs_.count(pair_key(prev, key))) {
+            encode_segment(std::string_view(s).substr(begin, pos - begin), out);
+            begin = pos;
+        }
+        prev = key;
+        pos += len;
+    }
+    if (pos > begin) encode_segment(std::string_view(s).substr(begin, pos - begin), out);
+}
+
+void SpmTokenizer::encode_segment(std::string_view s, std::vector<int32_t>& out) const {
+    if (cache_.find(s, out)) return;
+    const size_t first = out.size();
+
     // One symbol per character; a merge grows the left symbol and empties the right one.
     struct Symbol {
         size_t begin, size;  // bytes of s
@@ -95,7 +139,7 @@ void SpmTokenizer::encode_text(std::string_view text, bool after_special, std::v
     auto consider = [&](int left, int right) {
         if (left < 0 || right < 0) return;
         const size_t size = symbols[left].size + symbols[right].size;
-        auto id = find_token(std::string_view(s).substr(symbols[left].begin, size));
+        auto id = find_token(s.substr(symbols[left].begin, size));
         if (id) queue.push({vocab_.scores[*id], left, right, size});
     };
     for (int i = 0; i + 1 < int(symbols.size()); ++i) consider(i, i + 1);
@@ -116,7 +160,7 @@ void SpmTokenizer::encode_text(std::string_view text, bool after_special, std::v
 
     // Every merged symbol is a token; a single character may not be, and falls back to bytes.
     for (int i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) {
-        const std::string_view sym = std::string_view(s).substr(symbols[i].begin, symbols[i].size);
+        const std::string_view sym = s.substr(symbols[i].begin, symbols[i].size);
         if (auto id = find_token(sym)) {
             out.push_back(*id);
             continue;
@@ -133,6 +177,7 @@ void SpmTokenizer::encode_text(std::string_view text, bool after_special, std::v
             out.push_back(id);
         }
     }
+    cache_.store(s, out.data() + first, out.size() - first);
 }
 
 }  // namespace

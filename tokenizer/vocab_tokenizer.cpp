@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <mutex>
 
 #include "tokenizer/utf8.h"
 #include "weights/error.h"
@@ -47,6 +48,22 @@ const std::initializer_list<std::string_view> kFimEndTexts = {
     "<|file_sep|>"};                                                                     // file separator
 
 }  // namespace
+
+bool PieceCache::find(std::string_view piece, std::vector<int32_t>& out) const {
+    if (piece.size() > kMaxPieceBytes) return false;
+    std::shared_lock lock(mutex_);
+    auto it = map_.find(piece);
+    if (it == map_.end()) return false;
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return true;
+}
+
+void PieceCache::store(std::string_view piece, const int32_t* ids, size_t n) const {
+    if (piece.size() > kMaxPieceBytes) return;
+    std::unique_lock lock(mutex_);
+    if (map_.size() >= kMaxEntries) map_.clear();
+    map_.try_emplace(std::string(piece), ids, ids + n);
+}
 
 VocabTokenizer::VocabTokenizer(Vocabulary vocab) : vocab_(std::move(vocab)) {
     const size_t n = vocab_.tokens.size();

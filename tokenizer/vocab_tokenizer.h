@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -21,6 +22,21 @@ struct TextHash {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 using TokenMap = std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>>;
+
+// Piece -> ids, for pieces of text seen before; shared by all threads encoding with one
+// tokenizer, emptied when full. Long pieces are not kept.
+class PieceCache {
+public:
+    static constexpr size_t kMaxEntries = 1 << 16;
+    static constexpr size_t kMaxPieceBytes = 256;
+    // Appends the cached ids of `piece` to `out` and returns true, or returns false.
+    bool find(std::string_view piece, std::vector<int32_t>& out) const;
+    void store(std::string_view piece, const int32_t* ids, size_t n) const;
+
+private:
+    mutable std::shared_mutex mutex_;
+    mutable std::unordered_map<std::string, std::vector<int32_t>, TextHash, std::equal_to<>> map_;
+};
 
 class VocabTokenizer : public Tokenizer {
 public:
