@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/gguf.h"
 
@@ -110,13 +111,24 @@ TEST_F(SmolLM2, MatchesHuggingFaceOnEveryGolden) {
 }
 
 TEST_F(SmolLM2, DecodingTheGoldenIdsGivesTheTextBack) {
+    // SmolLM2 has no symbol for a few bytes (0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xF1, ...): they
+    // are dropped when encoding, as Hugging Face drops them, so such texts cannot come back.
+    auto representable = [&](const std::string& text) {
+        for (char c : text)
+            if (!tok_->find_token(ridge::byte_level::encode(std::string(1, c)))) return false;
+        return true;
+    };
+    int checked = 0;
     for (const Golden& g : load_goldens()) {
+        if (!representable(g.text)) continue;
+        ++checked;
         ridge::StreamDecoder dec(*tok_);
         std::string text;
         for (int32_t id : g.ids) text += dec.push(id);
         text += dec.flush();
         EXPECT_EQ(text, g.text);
     }
+    EXPECT_GT(checked, 300);
 }
 
 TEST_F(SmolLM2, ParseSpecialTurnsChatMLMarkersIntoTheirIds) {

@@ -41,6 +41,22 @@ MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf"
 STORIES_GGUF = os.path.join(os.path.dirname(ROOT), "shared", "testdata", "gguf-stories260K", "stories260K.gguf")
 
 
+def byte_symbols():
+    """GPT-2's byte -> printable character table (printable Latin-1 bytes map to themselves)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+BYTE_SYMBOLS = byte_symbols()
+
+
 def smollm_pre_tokenizer():
     return pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
@@ -144,6 +160,9 @@ def test_strings():
         "nbsp\u00a0here", "nel\u0085here", "en\u2002em\u2003thin\u2009", "ideographic\u3000space",
         "line\u2028sep", "zero\u200bwidth", "soft\u00adhyphen", "bell\u0007char", "del\u007fchar", "nul\u0000byte",
         "\u0085", "\u00a0\u00a0", "\u3000\u3000a",
+        # bytes whose byte-level symbol SmolLM2 lacks (0x04, 0x06, 0x13, 0x14, 0x16, 0x1d, lead byte
+        # 0xF1): Hugging Face drops them
+        "ctrl\u0004\u0006\u0013\u0014\u0016\u001d chars", "plane four \U00040000 \U0004fffd end",
         # chat-template text and special-token-looking text
         "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
         "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
@@ -200,6 +219,7 @@ def main():
         refs.insert(0, ("transformers AutoTokenizer(gguf_file=...) + smollm pre-tokenizer", via_transformers(args.models_dir)))
 
     texts = test_strings()
+    vocab = built.get_vocab()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     n_disagree = 0
     with open(args.out, "w", encoding="utf-8") as f:
@@ -210,7 +230,9 @@ def main():
                 print(f"references disagree on {text!r}: {rows}", file=sys.stderr)
                 continue
             ids, ids_special = rows[0]
-            assert built.decode(ids, skip_special_tokens=False) == text, text  # byte-level BPE round-trips
+            # Byte-level BPE round-trips, except for bytes whose symbol is not in the vocabulary.
+            if all(BYTE_SYMBOLS[b] in vocab for b in text.encode()):
+                assert built.decode(ids, skip_special_tokens=False) == text, text
             f.write(json.dumps({"text": text, "ids": ids, "ids_special": ids_special}, ensure_ascii=False) + "\n")
     print(f"wrote {len(texts) - n_disagree} strings to {args.out} using: " + "; ".join(name for name, _ in refs))
 
