@@ -185,6 +185,16 @@ TEST(BytePairEncoding, EndOfGenerationTokensAreFoundByText) {
     EXPECT_EQ(tok->bos_id(), -1);  // a hand-built vocabulary has only what it says
 }
 
+TEST(BytePairEncoding, Llama3TakesAPieceThatIsATokenWhole) {
+    // "abc" is a token but no merge builds it: llama3-style pre-tokenizers (ignore_merges) still
+    // emit it whole; GPT-2's does not.
+    Vocabulary v = tiny_bpe({"abc"}, {});
+    v.pre = "llama-bpe";
+    EXPECT_EQ(ridge::make_tokenizer(v)->encode("abc", false, false), (Ids{256}));
+    v.pre = "gpt-2";
+    EXPECT_EQ(ridge::make_tokenizer(v)->encode("abc", false, false), (Ids{byte_id('a'), byte_id('b'), byte_id('c')}));
+}
+
 // A SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens, then `pieces` with scores.
 Vocabulary tiny_spm(const std::vector<std::pair<std::string, float>>& pieces) {
     Vocabulary v;
@@ -232,6 +242,30 @@ TEST(SentencePiece, DecodeDropsTheDummySpaceAfterBos) {
     EXPECT_EQ(tok->decode_piece(-1, 3 + 'A'), "A");  // <0x41>
     EXPECT_THROW(tok->decode_piece(-1, 100000), ridge::Error);
     EXPECT_THROW(tok->token_text(-1), ridge::Error);
+}
+
+TEST(SentencePiece, DummySpaceAlsoFollowsEverySpecialToken) {
+    auto tok = load_vocab("llama-spm");
+    const Ids hello = tok->encode("Hello", false, false);  // "▁Hello"
+    Ids expected = {1};
+    expected.insert(expected.end(), hello.begin(), hello.end());
+    EXPECT_EQ(tok->encode("<s>Hello", false, true), expected);
+    // Without parse_special "<s>" is text.
+    EXPECT_NE(tok->encode("<s>Hello", false, false).front(), 1);
+}
+
+TEST(SentencePiece, Phi3SpecialTokensSwallowTheWhitespaceAfterThem) {
+    // llama.cpp gives Phi-3's special tokens (general.name "Phi3") rstrip, except <unk>, <s> and
+    // <|endoftext|>; "</s>" is user-defined there, so it is split out even without parse_special.
+    auto tok = load_vocab("phi-3");
+    const auto user = tok->find_token("<|user|>");
+    ASSERT_TRUE(user.has_value());
+    EXPECT_EQ(tok->encode("<|user|>\n  Hi", false, true), tok->encode("<|user|>Hi", false, true));
+    EXPECT_EQ(tok->encode("<|user|>Hi", false, true).front(), *user);
+    EXPECT_EQ(tok->encode("a</s>  b", false, false), tok->encode("a</s>b", false, false));
+    EXPECT_EQ(tok->encode("a</s>b", false, false), (Ids{263, 2, 289}));  // "▁a" "</s>" "▁b": a dummy space after it
+    EXPECT_TRUE(tok->is_end_of_generation(*tok->find_token("<|end|>")));
+    EXPECT_TRUE(tok->is_end_of_generation(32000));  // <|endoftext|>, the EOS
 }
 
 TEST(Vocabulary, UnsupportedModelIsAnError) {
