@@ -82,6 +82,11 @@ struct RegexSplitter::Compiled {
     std::string pattern;
 };
 
+void RegexSplitter::CompiledDeleter::operator()(Compiled* c) const {
+    pcre2_code_free(c->code);
+    delete c;
+}
+
 RegexSplitter::RegexSplitter(const std::vector<std::string>& patterns, const std::string& what) : what_(what) {
     for (const std::string& p : patterns) {
         int err = 0;
@@ -92,48 +97,31 @@ RegexSplitter::RegexSplitter(const std::vector<std::string>& patterns, const std
         if (!code) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(err, msg, sizeof msg);
-            for (Compiled* c : regexes_) {
-                pcre2_code_free(c->code);
-                delete c;
-            }
             throw Error(what + ": pre-tokenizer regex /" + p + "/ does not compile at offset " +
                         std::to_string(err_offset) + ": " + reinterpret_cast<const char*>(msg));
         }
+        regexes_.emplace_back(new Compiled{code, p});
         // JIT is an optimisation only: without it (unsupported platform) matching still works.
         pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
-        regexes_.push_back(new Compiled{code, p});
     }
 }
 
-RegexSplitter::~RegexSplitter() {
-    for (Compiled* c : regexes_) {
-        pcre2_code_free(c->code);
-        delete c;
-    }
-}
+RegexSplitter::~RegexSplitter() = default;
 
 std::vector<std::string_view> RegexSplitter::split(std::string_view text) const {
     std::vector<std::string_view> pieces;
     if (text.empty()) return pieces;
     pieces.push_back(text);
 
-    pcre2_match_data* md = pcre2_match_data_create(4, nullptr);
-    pcre2_match_context* mctx = nullptr;
-    pcre2_jit_stack* jit_stack = nullptr;
-    struct Cleanup {
-        pcre2_match_data*& md;
-        pcre2_match_context*& mctx;
-        pcre2_jit_stack*& js;
-        ~Cleanup() {
-            pcre2_match_data_free(md);
-            pcre2_match_context_free(mctx);
-            pcre2_jit_stack_free(js);
-        }
-    } cleanup{md, mctx, jit_stack};
+    // Per-call matching state, so that one splitter serves many threads.
+    std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(pcre2_match_data_create(4, nullptr),
+                                                                          &pcre2_match_data_free);
+    std::unique_ptr<pcre2_match_context, decltype(&pcre2_match_context_free)> mctx(nullptr, &pcre2_match_context_free);
+    std::unique_ptr<pcre2_jit_stack, decltype(&pcre2_jit_stack_free)> jit_stack(nullptr, &pcre2_jit_stack_free);
     if (!md) throw std::bad_alloc();
 
     std::vector<std::string_view> next;
-    for (const Compiled* re : regexes_) {
+    for (const auto& re : regexes_) {
         next.clear();
         next.reserve(pieces.size() * 2);
         for (std::string_view piece : pieces) {
@@ -142,13 +130,13 @@ std::vector<std::string_view> RegexSplitter::split(std::string_view text) const 
             size_t start = 0;     // where the next search begins
             size_t emitted = 0;   // end of what has been emitted so far
             while (start < piece.size()) {
-                int rc = pcre2_match(re->code, subject, piece.size(), start, PCRE2_NO_UTF_CHECK, md, mctx);
+                int rc = pcre2_match(re->code, subject, piece.size(), start, PCRE2_NO_UTF_CHECK, md.get(), mctx.get());
                 if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !jit_stack) {
                     // Long runs can need more than the default 32 KiB JIT stack.
-                    jit_stack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, nullptr);
-                    mctx = pcre2_match_context_create(nullptr);
+                    jit_stack.reset(pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, nullptr));
+                    mctx.reset(pcre2_match_context_create(nullptr));
                     if (!jit_stack || !mctx) throw std::bad_alloc();
-                    pcre2_jit_stack_assign(mctx, nullptr, jit_stack);
+                    pcre2_jit_stack_assign(mctx.get(), nullptr, jit_stack.get());
                     continue;
                 }
                 if (rc == PCRE2_ERROR_NOMATCH) break;
@@ -158,7 +146,7 @@ std::vector<std::string_view> RegexSplitter::split(std::string_view text) const 
                     throw Error(what_ + ": pre-tokenizer regex /" + re->pattern + "/ failed: " +
                                 reinterpret_cast<const char*>(msg));
                 }
-                const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+                const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
                 const size_t m_begin = ov[0], m_end = ov[1];
                 if (m_end == m_begin) {
                     // An empty match splits nothing; step over one character and search on.

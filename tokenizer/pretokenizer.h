@@ -3,6 +3,7 @@
 // with Unicode properties. Each regex splits every piece so far into its matches and the gaps
 // between them; BPE then works inside each final piece.
 #pragma once
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,8 +35,11 @@ public:
     std::vector<std::string_view> split(std::string_view text) const;
 
 private:
-    struct Compiled;
-    std::vector<Compiled*> regexes_;
+    struct Compiled;  // a pcre2_code and its pattern text
+    struct CompiledDeleter {
+        void operator()(Compiled* c) const;
+    };
+    std::vector<std::unique_ptr<Compiled, CompiledDeleter>> regexes_;
     std::string what_;
 };
 

@@ -23,10 +23,18 @@ public:
 
     // Text -> ids. add_bos prepends BOS; parse_special lets special/control token texts in the
     // input (such as "<|im_start|>") become their ids, otherwise they are tokenized as plain text.
+    // As in llama.cpp, user-defined tokens (GGUF token type 4) are recognised either way, and the
+    // llama2.c tokenizer never parses special tokens.
+    // The text must be well-formed UTF-8: anything else throws ridge::Error "text to tokenize:
+    // invalid UTF-8 at byte N (0xHH)". (Hugging Face tokenizers cannot even be given such input;
+    // rejecting it beats guessing a repair that no reference would agree with.)
+    // Thread-safe: one Tokenizer may encode from several threads at once.
     virtual std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const = 0;
     // The bytes a token stands for when decoded (byte tokens give their byte, "▁" gives " ",
     // byte-level BPE symbols are mapped back). `prev` is the previous id or -1: SentencePiece
     // vocabularies drop the leading space of the first piece after BOS, as llama2.c does.
+    // Control and unknown tokens (BOS, EOS, <|im_start|>, ...) decode to nothing; user-defined
+    // tokens to their text. ridge::Error for an id outside [0, n_vocab).
     virtual std::string decode_piece(int32_t prev, int32_t id) const = 0;
     // The token's stored text, for display ("Ġthe", "<0x0A>").
     virtual const std::string& token_text(int32_t id) const = 0;
@@ -36,14 +44,17 @@ public:
     virtual int32_t bos_id() const = 0;   // -1 when none
     virtual int32_t eos_id() const = 0;   // -1 when none
     virtual bool add_bos_default() const = 0;  // tokenizer.ggml.add_bos_token (or the model's default)
-    // End of generation: EOS, EOT, <|im_end|> and the like.
+    // End of generation: EOS, EOT, <|im_end|> and the like (llama.cpp's list, found by token
+    // text); for the llama2.c tokenizer EOS and BOS (run.c stops at BOS).
     virtual bool is_end_of_generation(int32_t id) const = 0;
-    virtual bool is_special(int32_t id) const = 0;  // control/user-defined tokens
+    virtual bool is_special(int32_t id) const = 0;  // control/user-defined/unknown tokens
     virtual std::string chat_template() const { return {}; }
 };
 
 // Decodes a stream of ids into valid UTF-8 text chunks; holds back an incomplete character
-// until its remaining bytes arrive. Invalid sequences come out as U+FFFD.
+// until its remaining bytes arrive. Invalid sequences come out as U+FFFD (one per maximal
+// ill-formed subpart): at once when bytes can never become a character, at flush() for a
+// character that never completed.
 class StreamDecoder {
 public:
     explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
