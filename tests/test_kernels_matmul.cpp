@@ -62,8 +62,11 @@ class MatmulAllTypes : public ::testing::TestWithParam<DType> {};
 TEST_P(MatmulAllTypes, VariantsMatchScalarReference) {
     const DType t = GetParam();
     const int64_t blk = block_elems(t);
-    const std::vector<Case> cases = blk == 256 ? std::vector<Case>{{1, 5, 256}, {3, 17, 512}, {7, 9, 256}}
-                                               : std::vector<Case>{{1, 7, 64}, {3, 13, 96}, {5, 33, 160}, {17, 3, 32}};
+    // Small odd cases run on one thread; the last of each list is past kParallelMinWork, so the
+    // OpenMP paths run too.
+    const std::vector<Case> cases = blk == 256 ? std::vector<Case>{{1, 5, 256}, {3, 17, 512}, {7, 9, 256}, {5, 31, 512}}
+                                               : std::vector<Case>{{1, 7, 64}, {3, 13, 96}, {5, 33, 160}, {17, 3, 32},
+                                                                   {9, 67, 96}, {1, 401, 96}};
     uint32_t seed = 1234;
     for (const Case& cs : cases) {
         const test::OwnedWeight W = test::random_weight(t, cs.n, cs.k, seed++);

@@ -58,10 +58,12 @@ TEST(Embed, QuantizedTablesMatchScalar) {
     for (DType t : test::all_weight_types()) {
         const int64_t d = block_elems(t) == 256 ? 256 : 96;
         const test::OwnedWeight T = test::random_weight(t, 11, d, 99);
-        const std::vector<int32_t> tokens = {10, 0, 5, 5, 3};
-        std::vector<float> ref(5 * d), got(5 * d);
-        cpu::embed_v0_scalar(T.view, tokens.data(), 5, ref.data());
-        cpu::embed_v1_omp(T.view, tokens.data(), 5, got.data());
+        std::vector<int32_t> tokens = {10, 0, 5, 5, 3};
+        while (tokens.size() < 400) tokens.push_back(int32_t(tokens.size() % 11));  // OpenMP path too
+        const int64_t m = int64_t(tokens.size());
+        std::vector<float> ref(m * d), got(m * d);
+        cpu::embed_v0_scalar(T.view, tokens.data(), m, ref.data());
+        cpu::embed_v1_omp(T.view, tokens.data(), m, got.data());
         EXPECT_EQ(got, ref) << dtype_name(t);
         std::vector<float> row(d);  // row 5 as the weights/ decoder sees it
         dequantize_row(t, T.view.row(5), row.data(), d);
@@ -100,7 +102,7 @@ TEST(RmsNorm, HandWorked) {
 
 TEST(RmsNorm, MatchesScalarOnRandomRows) {
     for (int64_t d : {1, 7, 67, 576}) {
-        const int64_t m = 5;
+        const int64_t m = d == 576 ? 67 : 5;  // the last case is big enough for the OpenMP path
         const auto x = random_floats(size_t(m * d), 11 + uint32_t(d), -3, 3);
         const auto w = random_floats(size_t(d), 12 + uint32_t(d), 0.5, 1.5);
         std::vector<float> ref(x.size()), got(x.size());
@@ -172,8 +174,9 @@ TEST(Rope, MatchesScalarAndKeepsNorms) {
     for (RopeStyle style : {RopeStyle::Norm, RopeStyle::Neox}) {
         for (int head_dim : {8, 64}) {
             cpu::RopeParams p{head_dim, head_dim, 100000.0f, style};
-            const int n_heads = 3, m = 7;
-            const std::vector<int32_t> pos = {0, 1, 2, 17, 511, 4095, 8191};
+            const int n_heads = 3, m = 300;  // past kParallelMinWork for head_dim 64
+            std::vector<int32_t> pos = {0, 1, 2, 17, 511, 4095, 8191};
+            while (int(pos.size()) < m) pos.push_back(int32_t(pos.size() * 13));
             const auto x = random_floats(size_t(m * n_heads * head_dim), 21 + head_dim);
             std::vector<float> ref = x, got = x;
             cpu::rope_v0_scalar(ref.data(), pos.data(), m, n_heads, p);

@@ -123,6 +123,12 @@ Loaded load(const RunOptions& o) {
     so.dump = L.dump.get();
     L.session = std::make_unique<Session>(L.model, so);
 
+    return L;
+}
+
+// Load information on stderr, printed once the input has been checked (errors stay one line).
+void print_load_info(const RunOptions& o, const Loaded& L) {
+    const Config& c = L.model.config;
     std::fprintf(stderr, "ridge: %s: %s, %d layers, d %d, %d heads (%d kv), ff %d, vocab %d, %.1fM params, "
                          "%.1f MB of weights per token\n",
                  o.model_path.c_str(), c.arch.c_str(), c.n_layers, c.n_embd, c.n_heads, c.n_kv_heads, c.n_ff,
@@ -132,7 +138,6 @@ Loaded load(const RunOptions& o) {
                  L.n_ctx, o.kv_type.c_str(), double(L.session->cache().bytes()) / 1e6, omp_get_max_threads(),
                  o.sampler.c_str(), o.sp.temperature, o.sp.top_k, o.sp.top_p, o.sp.min_p, o.sp.repeat_penalty,
                  (unsigned long long)o.sp.seed);
-    return L;
 }
 
 void emit(const std::string& text) {
@@ -171,6 +176,7 @@ void run_generate(RunOptions& o, const std::string& prompt) {
         throw Error("the prompt (" + std::to_string(n_prompt) + " tokens) plus -n " + std::to_string(o.n_predict) +
                     " passes the context of " + std::to_string(L.n_ctx) + " (-c)");
 
+    print_load_info(o, L);
     emit(prompt);
     StreamDecoder decoder(tok);
     for (int32_t id : ids) decoder.push(id);  // so the first generated piece sees the right previous token
@@ -220,6 +226,7 @@ void run_chat(RunOptions& o, const std::optional<std::string>& system) {
     if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos)
         throw Error(o.model_path + ": the chat template is not ChatML; ridge chat speaks ChatML only");
     const std::string system_text = system ? *system : default_system_message(tmpl);
+    print_load_info(o, L);
 
     Sampler sampler(o.sp);
     const int seq = s.cache().new_sequence();

@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
     CLI::App app{"ridge: a small Llama-style inference engine that knows its own roofline"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "ridge 0.1");
+    app.failure_message([](const CLI::App*, const CLI::Error& e) {  // argument errors: one line too
+        return "ridge: " + std::string(e.what()) + " (see --help)\n";
+    });
     ridge::cli::register_info(app);
     ridge::cli::register_tokenize(app);
     ridge::cli::register_generate(app);

@@ -137,7 +137,9 @@ Cost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const
     for (int64_t i = 0; i < m; i++) max_keys = std::max(max_keys, rows[i].n_keys);
     const bool f32 = kv.type == DType::F32;
     const int64_t n_tasks = m * s.n_heads;  // (row, head) pairs
-#pragma omp parallel if (n_tasks > 1)
+    double work = 0;                        // multiply-adds: q.k and p*v per key and head
+    for (int64_t i = 0; i < m; i++) work += 2.0 * rows[i].n_keys * s.n_heads * s.head_dim;
+#pragma omp parallel if (n_tasks > 1 && work >= kParallelMinWork)
     {
         std::vector<float> scores(static_cast<size_t>(max_keys));  // (n_keys) this task's scores, then weights
         std::vector<float> kv_buf(f32 ? 0 : size_t(s.head_dim));  // (head_dim) one converted f16 key/value

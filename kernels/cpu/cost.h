@@ -20,4 +20,8 @@ struct Cost {
     double intensity() const { return bytes > 0 ? flops / bytes : 0.0; }
 };
 
+// Work (in multiply-adds or element updates) below which a kernel stays on one thread: starting
+// an OpenMP team costs microseconds, more than a tiny model's whole layer.
+inline constexpr double kParallelMinWork = 32768;
+
 }  // namespace ridge::cpu

@@ -70,7 +70,8 @@ Cost matmul_v0_scalar(const TensorView& W, const float* X, int64_t m, float* Y) 
 Cost matmul_v1_rows(const TensorView& W, const float* X, int64_t m, float* Y) {
     const Dims d = check_weight(W, "matmul_v1_rows");
     const bool is_f32 = W.type == DType::F32;
-#pragma omp parallel
+    const double work = double(m) * double(d.n) * double(d.k);  // multiply-adds
+#pragma omp parallel if (work >= kParallelMinWork)
     {
         std::vector<float> w_buf(is_f32 ? 0 : size_t(d.k));  // (k) this thread's dequantized row
 #pragma omp for schedule(static)

@@ -38,7 +38,7 @@ Cost embed_v0_scalar(const TensorView& table, const int32_t* tokens, int64_t m, 
 Cost embed_v1_omp(const TensorView& table, const int32_t* tokens, int64_t m, float* out) {
     const int64_t d = table.ne(0);
     for (int64_t i = 0; i < m; i++) check_token(table, tokens[i], i);  // throw outside the team
-#pragma omp parallel for schedule(static) if (m > 1)
+#pragma omp parallel for schedule(static) if (m > 1 && double(m * d) >= kParallelMinWork)
     for (int64_t i = 0; i < m; i++) dequantize_row(table.type, table.row(tokens[i]), out + i * d, d);
     return embed_cost(table, m);
 }
@@ -64,7 +64,7 @@ Cost rmsnorm_v0_scalar(const float* x, const float* w, int64_t m, int64_t d, flo
 }
 
 Cost rmsnorm_v1_omp(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y) {
-#pragma omp parallel for schedule(static) if (m > 1)
+#pragma omp parallel for schedule(static) if (m > 1 && double(m * d) >= kParallelMinWork)
     for (int64_t i = 0; i < m; i++) {
         const float* x_row = x + i * d;  // (d)
         float* y_row = y + i * d;        // (d)
@@ -142,7 +142,7 @@ Cost rope_v1_omp(float* x, const int32_t* pos, int64_t m, int n_heads, const Rop
     check_rope(p);
     const int n_pairs = p.rope_dim / 2;
     const int64_t row_len = int64_t(n_heads) * p.head_dim;
-#pragma omp parallel if (m > 1)
+#pragma omp parallel if (m > 1 && double(m) * n_heads * p.rope_dim >= kParallelMinWork)
     {
         std::vector<float> cos_t(static_cast<size_t>(n_pairs)), sin_t(static_cast<size_t>(n_pairs));  // (rope_dim/2) this row's
 #pragma omp for schedule(static)
@@ -197,7 +197,7 @@ Cost swiglu_v0_scalar(const float* gate, const float* up, int64_t n, float* out)
 }
 
 Cost swiglu_v1_omp(const float* gate, const float* up, int64_t n, float* out) {
-#pragma omp parallel for schedule(static) if (n > 16384)
+#pragma omp parallel for schedule(static) if (double(n) >= kParallelMinWork)
     for (int64_t c = 0; c < n; c++) {
         const float g = gate[c];
         out[c] = g / (1.0f + std::exp(-g)) * up[c];
@@ -213,7 +213,7 @@ Cost add_v0_scalar(float* x, const float* y, int64_t n) {
 }
 
 Cost add_v1_omp(float* x, const float* y, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (double(n) >= 4 * kParallelMinWork)
     for (int64_t c = 0; c < n; c++) x[c] += y[c];
     return {double(n), 12.0 * double(n)};
 }

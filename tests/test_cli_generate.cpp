@@ -1,0 +1,237 @@
+// `ridge generate` and `ridge chat` as a user runs them: stdout carries exactly the prompt and the
+// generated text (checked against llama2.c's published stories260K outputs and against the
+// transformers greedy continuations for SmolLM2), stderr ends with one statistics line, the
+// context end stops generation with a message, and bad input gives one line and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+const std::string kRidge = RIDGE_BINARY;
+const std::string kData = std::string(RIDGE_TESTDATA_DIR);
+const std::string kBin = kData + "/llama2c-stories260K/stories260K.bin";
+const std::string kTok = kData + "/llama2c-stories260K/tok512.bin";
+const std::string kGguf = kData + "/gguf-stories260K/stories260K.gguf";
+const std::string kExpected = kData + "/llama2c-stories260K/expected/";
+const std::string kSmol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+std::string read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+struct RunResult {
+    int rc = -1;
+    std::string out, err;
+    std::vector<std::string> err_lines() const {
+        std::vector<std::string> lines;
+        std::stringstream ss(err);
+        for (std::string l; std::getline(ss, l);) lines.push_back(l);
+        return lines;
+    }
+};
+
+// Runs ridge with the given arguments (each quoted for the shell) and optional standard input.
+RunResult ridge(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+    const std::string dir = ::testing::TempDir();
+    const std::string in = dir + "ridge_in.txt", out = dir + "ridge_out.txt", err = dir + "ridge_err.txt";
+    std::ofstream(in, std::ios::binary) << stdin_text;
+    std::string cmd = "OMP_NUM_THREADS=2 " + quote(kRidge);
+    for (const std::string& a : args) cmd += " " + quote(a);
+    cmd += " <" + quote(in) + " >" + quote(out) + " 2>" + quote(err);
+    const int status = std::system(cmd.c_str());
+    RunResult r;
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = read_file(out);
+    r.err = read_file(err);
+    return r;
+}
+
+const std::regex kStatsLine(
+    R"(ridge: prompt (\d+) tokens, [0-9.]+ tokens/s prefill \| generated (\d+) tokens, [0-9.]+ tokens/s decode \(.*\))");
+
+// ---- stories260K vs llama2.c ------------------------------------------------------------------
+// llama2.c's -n counts positions including BOS and the prompt: for the empty prompt it generates
+// n tokens, for "Zoo" (3 tokens after BOS) 60 - 3 = 57; ridge's -n counts generated tokens.
+
+TEST(CliGenerate, Stories260kGreedyMatchesLlama2cFromBothFormats) {
+    for (const std::vector<std::string>& model : {std::vector<std::string>{"-m", kBin, "--tokenizer", kTok},
+                                                  std::vector<std::string>{"-m", kGguf}}) {
+        auto args = [&](std::vector<std::string> extra) {
+            std::vector<std::string> a = {"generate"};
+            a.insert(a.end(), model.begin(), model.end());
+            a.insert(a.end(), extra.begin(), extra.end());
+            return a;
+        };
+        RunResult r = ridge(args({"--temp", "0", "-n", "256"}));
+        EXPECT_EQ(r.rc, 0) << r.err;
+        EXPECT_EQ(r.out, read_file(kExpected + "run_t0_n256.txt")) << model[1];
+        r = ridge(args({"--temp", "0", "-p", "Zoo", "-n", "57"}));
+        EXPECT_EQ(r.rc, 0) << r.err;
+        EXPECT_EQ(r.out, read_file(kExpected + "run_t0_n60_i_Zoo.txt")) << model[1];
+        const auto lines = r.err_lines();
+        ASSERT_FALSE(lines.empty());
+        std::smatch m;
+        ASSERT_TRUE(std::regex_match(lines.back(), m, kStatsLine)) << lines.back();
+        EXPECT_EQ(m[1], "4");   // BOS + 3 prompt tokens
+        EXPECT_EQ(m[2], "57");
+    }
+}
+
+TEST(CliGenerate, Llama2cSamplerReproducesPublishedSampledText) {
+    const RunResult r = ridge({"generate", "-m", kBin, "--tokenizer", kTok, "--sampler", "llama2c", "--temp", "1.0",
+                         "--top-p", "0.9", "--seed", "133742", "-n", "256"});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, read_file(kExpected + "run_t1.0_p0.9_s133742_n256.txt"));
+}
+
+TEST(CliGenerate, StopsAtTheEndOfTheContextWithAMessage) {
+    // Context 20: BOS and 19 generated tokens fill it; the 20th is sampled from the last position.
+    const RunResult r = ridge({"generate", "-m", kGguf, "--temp", "0", "-c", "20"});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    const std::string full = read_file(kExpected + "run_t0_n200.txt");
+    ASSERT_FALSE(r.out.empty());
+    EXPECT_EQ(full.substr(0, r.out.size()), r.out);  // a prefix of llama2.c's text
+    EXPECT_NE(r.err.find("end of the context"), std::string::npos) << r.err;
+    std::smatch m;
+    const auto lines = r.err_lines();
+    ASSERT_TRUE(std::regex_match(lines.back(), m, kStatsLine)) << lines.back();
+    EXPECT_EQ(m[2], "20");
+}
+
+TEST(CliGenerate, DumpDirWritesNamedIntermediates) {
+    const std::string dir = ::testing::TempDir() + "ridge_dump";
+    const RunResult r = ridge({"generate", "-m", kGguf, "--temp", "0", "-p", "Zoo", "-n", "2", "--dump-dir", dir});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    // Prefill (BOS + 3 tokens) and one decode step: 5 rows of d = 64 floats in layer.2.attn_norm.
+    EXPECT_EQ(read_file(dir + "/layer.2.attn_norm.f32").size(), size_t(5 * 64 * 4));
+    EXPECT_EQ(read_file(dir + "/logits.f32").size(), size_t(2 * 512 * 4));  // last row of each call
+    EXPECT_NE(read_file(dir + "/manifest.txt").find("layer.4.ffn_out 64"), std::string::npos);
+}
+
+// ---- SmolLM2 vs transformers ------------------------------------------------------------------
+
+nlohmann::json goldens() {
+    std::ifstream in(std::string(RIDGE_TESTS_DIR) + "/data/smollm2/goldens.json");
+    return nlohmann::json::parse(in);
+}
+
+const nlohmann::json& prompt_named(const nlohmann::json& g, const std::string& name) {
+    for (const auto& p : g["prompts"])
+        if (p["name"] == name) return p;
+    throw std::runtime_error("no golden prompt " + name);
+}
+
+TEST(CliGenerate, SmolLM2GreedyTextIsTheTransformersContinuation) {
+    const auto g = goldens();
+    const auto& p = prompt_named(g, "english");
+    const std::string prompt = p["text"], cont = p["greedy_text"];
+    const RunResult r = ridge({"generate", "-m", kSmol, "-p", prompt, "--temp", "0", "-n", "64", "-t", "2"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, prompt + cont);
+    std::smatch m;
+    const auto lines = r.err_lines();
+    ASSERT_TRUE(std::regex_match(lines.back(), m, kStatsLine)) << lines.back();
+    EXPECT_EQ(m[1], std::to_string(p["ids"].size()));
+    EXPECT_EQ(m[2], "64");
+}
+
+TEST(CliChat, FirstReplyIsTheTransformersContinuationAndTurnsContinue) {
+    // The golden "chat" prompt is exactly what `ridge chat` sends for this message without
+    // --system (the template's default system message, then the user turn, then the assistant
+    // prefix), so the first greedy reply, cut at 16 tokens, starts the golden continuation.
+    const auto g = goldens();
+    const auto& p = prompt_named(g, "chat");
+    const std::string cont = p["greedy_text"];
+    const std::string question = "Explain in two sentences why the sky is blue.";
+    const RunResult r = ridge({"chat", "-m", kSmol, "--temp", "0", "-n", "16", "-c", "1024"},
+                              question + "\nAnd why is the sunset red?\n");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const size_t end_first = r.out.find('\n');
+    ASSERT_NE(end_first, std::string::npos) << r.out;
+    const std::string first = r.out.substr(0, end_first);
+    EXPECT_GT(first.size(), 40u) << first;
+    EXPECT_EQ(cont.substr(0, first.size()), first);
+    EXPECT_GT(r.out.size() - end_first, 20u) << "no second reply: " << r.out;
+    // Both turns stay in one KV cache: 40 prompt tokens + 16 + the second turn and its reply.
+    std::smatch m;
+    const auto lines = r.err_lines();
+    ASSERT_FALSE(lines.empty());
+    ASSERT_TRUE(std::regex_search(lines.back(), m, std::regex(R"(ridge: (\d+) tokens in the context)"))) << r.err;
+    EXPECT_GT(std::stoi(m[1]), 40 + 16 + 10);
+}
+
+TEST(CliChat, ContextFullEndsTheChatWithAMessage) {
+    const RunResult r = ridge({"chat", "-m", kSmol, "--temp", "0", "-n", "8", "-c", "64"},
+                        "Tell me a story about a dragon who learns to fly over the mountains.\nAnd then?\nMore!\n");
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("context is full"), std::string::npos) << r.err;
+}
+
+TEST(CliChat, EndOfInputExitsCleanly) {
+    const RunResult r = ridge({"chat", "-m", kGguf}, "");
+    // stories260K has no <|im_start|>: chat refuses it with one line.
+    EXPECT_NE(r.rc, 0);
+    EXPECT_EQ(r.err_lines().size(), 1u) << r.err;
+    const RunResult s = ridge({"chat", "-m", kSmol}, "");
+    EXPECT_EQ(s.rc, 0) << s.err;
+    EXPECT_EQ(s.out, "");
+}
+
+// ---- bad input ------------------------------------------------------------------------------
+
+void expect_one_line_error(const std::vector<std::string>& args, const std::string& mention) {
+    const RunResult r = ridge(args);
+    std::string cmd;
+    for (const auto& a : args) cmd += a + " ";
+    EXPECT_NE(r.rc, 0) << cmd;
+    EXPECT_EQ(r.out, "") << cmd;
+    const auto lines = r.err_lines();
+    ASSERT_EQ(lines.size(), 1u) << cmd << "\n" << r.err;
+    EXPECT_NE(lines[0].find(mention), std::string::npos) << cmd << "\n" << lines[0];
+}
+
+TEST(CliGenerate, BadInputGivesOneLineAndNonZeroExit) {
+    const std::string long_prompt(400, 'a');
+    expect_one_line_error({"generate", "-m", kGguf, "-c", "16", "-p", "Once upon a time there was a big dog and a small cat"},
+                          "longer than the context");
+    expect_one_line_error({"generate", "-m", kGguf, "-c", "32", "-n", "100"}, "passes the context");
+    expect_one_line_error({"generate", "-m", "/nonexistent/model.gguf"}, "/nonexistent/model.gguf");
+    expect_one_line_error({"generate", "-m", kData}, kData);  // a directory
+    expect_one_line_error({"generate", "-m", kBin}, "--tokenizer");
+    expect_one_line_error({"generate", "-m", kGguf, "--temp", "-1"}, "--temp");
+    expect_one_line_error({"generate", "-m", kGguf, "--temp=-0.5"}, "--temp");
+    expect_one_line_error({"generate", "-m", kGguf, "--top-p", "0"}, "--top-p");
+    expect_one_line_error({"generate", "-m", kGguf, "--top-p", "1.5"}, "--top-p");
+    expect_one_line_error({"generate", "-m", kGguf, "--top-k=-1"}, "--top-k");
+    expect_one_line_error({"generate", "-m", kGguf, "-c", "0"}, "-c");
+    expect_one_line_error({"generate", "-m", kGguf, "-c", "100000"}, "context of 2048");
+    expect_one_line_error({"generate", "-m", kGguf, "-t", "0"}, "--threads");
+    expect_one_line_error({"generate", "-m", kGguf, "--kv-type", "q8"}, "--kv-type");
+    expect_one_line_error({"generate", "-m", kGguf, "--bogus-flag"}, "--bogus-flag");
+    expect_one_line_error({"generate", "-p", "hi"}, "--model");
+}
+
+TEST(CliGenerate, GarbageModelFileGivesOneLine) {
+    const std::string path = ::testing::TempDir() + "garbage.bin";
+    std::ofstream(path, std::ios::binary) << std::string(1000, '\x07');
+    expect_one_line_error({"generate", "-m", path, "--tokenizer", kTok}, path);
+}
+
+}  // namespace

@@ -1,0 +1,101 @@
+// KVCache: block allocation per sequence, positions to slots, the context and pool limits, freeing
+// and reuse, and the size formula 2 * n_layers * kv_dim * tokens * bytes_per_value.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "engine/kv_cache.h"
+#include "weights/error.h"
+
+namespace ridge {
+namespace {
+
+Config tiny_config() {
+    Config c;
+    c.n_embd = 64;
+    c.n_layers = 3;
+    c.n_heads = 8;
+    c.n_kv_heads = 2;
+    c.head_dim = 8;
+    return c;  // kv_dim 16
+}
+
+TEST(KVCache, SizeFollowsTheFormula) {
+    const Config c = tiny_config();
+    KVCache f32(c, 64, DType::F32, 16);
+    EXPECT_EQ(f32.bytes(), size_t(2 * 3 * 16 * 64 * 4));
+    KVCache f16(c, 64, DType::F16, 16);
+    EXPECT_EQ(f16.bytes(), size_t(2 * 3 * 16 * 64 * 2));
+    EXPECT_EQ(KVCache::bytes_per_token(c, DType::F16), size_t(2 * 3 * 16 * 2));
+    KVCache odd(c, 50, DType::F32, 16);  // rounded up to whole blocks: 4 blocks = 64 slots
+    EXPECT_EQ(odd.bytes(), size_t(2 * 3 * 16 * 64 * 4));
+    EXPECT_EQ(odd.n_ctx(), 50);
+}
+
+TEST(KVCache, SequencesGrowByBlocksAndMapPositionsToSlots) {
+    KVCache kv(tiny_config(), 64, DType::F32, 4);
+    const int a = kv.new_sequence(), b = kv.new_sequence();
+    EXPECT_NE(a, b);
+    EXPECT_EQ(kv.append(a, 3), 0);
+    EXPECT_EQ(kv.append(b, 5), 0);
+    EXPECT_EQ(kv.append(a, 2), 3);  // a now holds 5 tokens in 2 blocks
+    EXPECT_EQ(kv.length(a), 5);
+    ASSERT_EQ(kv.block_table(a).size(), 2u);
+    ASSERT_EQ(kv.block_table(b).size(), 2u);
+    // Blocks are handed out 0, 1, 2, ...: a got 0, b got 1 and 2, a got 3.
+    EXPECT_EQ(kv.block_table(a), (std::vector<int32_t>{0, 3}));
+    EXPECT_EQ(kv.block_table(b), (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(kv.slot(a, 0), 0);
+    EXPECT_EQ(kv.slot(a, 4), 12);  // block 3, offset 0
+    EXPECT_EQ(kv.slot(b, 4), 8);   // block 2, offset 0
+    std::set<int64_t> slots;
+    for (int p = 0; p < 5; p++) slots.insert(kv.slot(a, p)), slots.insert(kv.slot(b, p));
+    EXPECT_EQ(slots.size(), 10u);  // no two positions share a slot
+    EXPECT_THROW(kv.slot(a, 5), Error);  // not appended yet
+}
+
+TEST(KVCache, ContextAndPoolLimitsAreErrorsThatChangeNothing) {
+    KVCache kv(tiny_config(), 8, DType::F32, 4);  // 2 blocks
+    const int a = kv.new_sequence();
+    EXPECT_EQ(kv.append(a, 8), 0);
+    EXPECT_THROW(kv.append(a, 1), Error);  // past n_ctx
+    EXPECT_EQ(kv.length(a), 8);
+    const int b = kv.new_sequence();
+    EXPECT_THROW(kv.append(b, 1), Error);  // no free block
+    EXPECT_EQ(kv.length(b), 0);
+    kv.free_sequence(a);
+    EXPECT_EQ(kv.free_tokens(), 8);
+    EXPECT_EQ(kv.append(b, 6), 0);  // the freed blocks are reused
+    EXPECT_THROW(kv.length(a), Error);
+    EXPECT_EQ(kv.new_sequence(), a);  // and so is the id
+}
+
+TEST(KVCache, TruncateForgetsTokens) {
+    KVCache kv(tiny_config(), 16, DType::F16, 4);
+    const int a = kv.new_sequence();
+    kv.append(a, 10);
+    kv.truncate(a, 4);
+    EXPECT_EQ(kv.length(a), 4);
+    EXPECT_EQ(kv.append(a, 1), 4);
+    EXPECT_THROW(kv.truncate(a, 6), Error);
+}
+
+TEST(KVCache, LayerViewsAreDisjoint) {
+    KVCache kv(tiny_config(), 16, DType::F16, 4);
+    const cpu::KVLayer l0 = kv.layer(0), l1 = kv.layer(1), l2 = kv.layer(2);
+    EXPECT_EQ(l0.type, DType::F16);
+    EXPECT_EQ(l0.n_slots, 16);
+    EXPECT_EQ(l0.kv_dim, 16);
+    const size_t half = 16 * 16 * 2;
+    EXPECT_EQ(l0.v, l0.k + half);
+    EXPECT_EQ(l1.k, l0.k + 2 * half);
+    EXPECT_EQ(l2.v + half, l0.k + kv.bytes());
+}
+
+TEST(KVCache, RejectsOtherTypesAndSizes) {
+    EXPECT_THROW(KVCache(tiny_config(), 16, DType::Q8_0), Error);
+    EXPECT_THROW(KVCache(tiny_config(), 0, DType::F32), Error);
+}
+
+}  // namespace
+}  // namespace ridge
