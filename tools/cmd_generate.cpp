@@ -43,7 +43,7 @@ struct RunOptions {
 };
 
 void add_common_options(CLI::App* cmd, RunOptions& o) {
-    cmd->add_option("-m,--model", o.model_path, "model file: GGUF or llama.c checkpoint (.bin)")->required();
+    cmd->add_option("-m,--model", o.model_path, "model file: GGUF or llama2.c checkpoint (.bin)")->required();
     cmd->add_option("--tokenizer", o.tokenizer_path, "llama2.c tokenizer.bin (needed for llama2.c checkpoints)");
     cmd->add_option("-t,--threads", o.threads, "CPU threads (default: all)")->each([&o](const std::string&) {
         o.threads_set = true;
