@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -49,8 +50,11 @@ struct RunResult {
 
 // Runs ridge with the given arguments (each quoted for the shell) and optional standard input.
 RunResult ridge(const std::vector<std::string>& args, const std::string& stdin_text = "") {
-    const std::string dir = ::testing::TempDir();
-    const std::string in = dir + "ridge_in.txt", out = dir + "ridge_out.txt", err = dir + "ridge_err.txt";
+    // ctest runs test cases as parallel processes: name the files by process and call.
+    static int calls = 0;
+    const std::string dir = ::testing::TempDir() + "ridge_cli_" + std::to_string(getpid()) + "_" +
+                            std::to_string(calls++) + "_";
+    const std::string in = dir + "in.txt", out = dir + "out.txt", err = dir + "err.txt";
     std::ofstream(in, std::ios::binary) << stdin_text;
     std::string cmd = "OMP_NUM_THREADS=2 " + quote(kRidge);
     for (const std::string& a : args) cmd += " " + quote(a);
@@ -60,6 +64,7 @@ RunResult ridge(const std::vector<std::string>& args, const std::string& stdin_t
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.out = read_file(out);
     r.err = read_file(err);
+    std::remove(in.c_str()), std::remove(out.c_str()), std::remove(err.c_str());
     return r;
 }
 
@@ -116,7 +121,7 @@ TEST(CliGenerate, StopsAtTheEndOfTheContextWithAMessage) {
 }
 
 TEST(CliGenerate, DumpDirWritesNamedIntermediates) {
-    const std::string dir = ::testing::TempDir() + "ridge_dump";
+    const std::string dir = ::testing::TempDir() + "ridge_dump_" + std::to_string(getpid());
     const RunResult r = ridge({"generate", "-m", kGguf, "--temp", "0", "-p", "Zoo", "-n", "2", "--dump-dir", dir});
     ASSERT_EQ(r.rc, 0) << r.err;
     // Prefill (BOS + 3 tokens) and one decode step: 5 rows of d = 64 floats in layer.2.attn_norm.
@@ -229,7 +234,7 @@ TEST(CliGenerate, BadInputGivesOneLineAndNonZeroExit) {
 }
 
 TEST(CliGenerate, GarbageModelFileGivesOneLine) {
-    const std::string path = ::testing::TempDir() + "garbage.bin";
+    const std::string path = ::testing::TempDir() + "ridge_garbage_" + std::to_string(getpid()) + ".bin";
     std::ofstream(path, std::ios::binary) << std::string(1000, '\x07');
     expect_one_line_error({"generate", "-m", path, "--tokenizer", kTok}, path);
 }
