@@ -1,0 +1,31 @@
+// ModelArgs: how every subcommand names its model: `-m FILE` (GGUF or llama2.c .bin, with
+// `--tokenizer FILE` for the latter) or `--synthetic NAME [--synthetic-type T] [--seed S]`, a
+// model of a real shape with seeded random weights built in memory (see weights/synthetic.h).
+#pragma once
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "tokenizer/tokenizer.h"
+#include "weights/model_file.h"
+
+namespace ridge::cli {
+
+struct ModelArgs {
+    std::string path;             // -m
+    std::string tokenizer_path;   // --tokenizer (llama2.c checkpoints)
+    std::string synthetic;        // --synthetic NAME (smollm2-135m, llama-3.2-1b, llama-3.2-3b, llama-3-8b)
+    std::string synthetic_type = "q4_0";  // --synthetic-type q4_0|q8_0|f16|bf16|f32
+    uint64_t synthetic_seed = 1;  // --synthetic-seed
+
+    // Adds -m, --tokenizer, --synthetic, --synthetic-type, --synthetic-seed to `cmd`.
+    void add_options(CLI::App* cmd, bool with_tokenizer = true);
+    // Opens the model; ridge::Error when neither or both of -m / --synthetic are given.
+    std::unique_ptr<ModelFile> open() const;
+    // The model's tokenizer: from the GGUF, from --tokenizer for a llama2.c checkpoint, or a
+    // byte-level stand-in for synthetic models. ridge::Error when none can be had.
+    std::unique_ptr<Tokenizer> open_tokenizer(const ModelFile& model) const;
+};
+
+}  // namespace ridge::cli
