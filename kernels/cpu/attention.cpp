@@ -42,13 +42,10 @@ inline void load_kv(const uint8_t* pool, DType type, int64_t slot, int kv_dim, i
     }
 }
 
-Cost attention_cost(const AttentionRow* rows, int64_t m, const KVLayer& kv, const AttentionShape& s) {
+Cost attention_cost_rows(const AttentionRow* rows, int64_t m, const KVLayer& kv, const AttentionShape& s) {
     double n_keys = 0;
     for (int64_t i = 0; i < m; i++) n_keys += rows[i].n_keys;
-    Cost c;
-    c.flops = double(s.n_heads) * n_keys * (4.0 * s.head_dim + 4.0);
-    c.bytes = 2.0 * n_keys * kv.kv_dim * double(elem_bytes(kv.type)) + 8.0 * double(m) * s.n_heads * s.head_dim;
-    return c;
+    return attention_cost(m, n_keys, kv.kv_dim, kv.type, s);
 }
 
 void check_rows(const AttentionRow* rows, int64_t m, const KVLayer& kv) {
@@ -60,8 +57,20 @@ void check_rows(const AttentionRow* rows, int64_t m, const KVLayer& kv) {
 
 }  // namespace
 
+Cost kv_store_cost(int64_t m, int kv_dim, DType kv_type) {
+    const double eb = double(elem_bytes(kv_type));
+    return {0.0, 8.0 * double(m) * kv_dim + 2.0 * double(m) * kv_dim * eb + 8.0 * double(m)};
+}
+
+Cost attention_cost(int64_t m, double n_keys, int kv_dim, DType kv_type, const AttentionShape& s) {
+    Cost c;
+    c.flops = double(s.n_heads) * n_keys * (4.0 * s.head_dim + 4.0);
+    c.bytes = 2.0 * n_keys * kv_dim * double(elem_bytes(kv_type)) + 8.0 * double(m) * s.n_heads * s.head_dim;
+    return c;
+}
+
 Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* slots, int64_t m) {
-    const size_t eb = elem_bytes(kv.type);
+    (void)elem_bytes(kv.type);  // ridge::Error for a type other than F32 or F16, before any write
     for (int64_t i = 0; i < m; i++) {
         if (slots[i] < 0 || slots[i] >= kv.n_slots)
             throw Error("kv_store: slot " + std::to_string(slots[i]) + " of row " + std::to_string(i) +
@@ -80,7 +89,7 @@ Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* 
             }
         }
     }
-    return {0.0, 8.0 * double(m) * kv.kv_dim + 2.0 * double(m) * kv.kv_dim * double(eb) + 8.0 * double(m)};
+    return kv_store_cost(m, kv.kv_dim, kv.type);
 }
 
 Cost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
@@ -123,7 +132,7 @@ Cost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, co
             for (int c = 0; c < s.head_dim; c++) out_head[c] = float(acc[c]);
         }
     }
-    return attention_cost(rows, m, kv, s);
+    return attention_cost_rows(rows, m, kv, s);
 }
 
 Cost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
@@ -182,7 +191,7 @@ Cost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const
             }
         }
     }
-    return attention_cost(rows, m, kv, s);
+    return attention_cost_rows(rows, m, kv, s);
 }
 
 }  // namespace ridge::cpu

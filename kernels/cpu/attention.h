@@ -42,6 +42,7 @@ inline int64_t kv_slot(const int32_t* block_table, int32_t pos, int block_size) 
 // Contract: for each row i, kv.k[slots[i]] = k[i] and kv.v[slots[i]] = v[i] (converted to kv.type).
 //   k, v: (m, kv_dim) f32; slots: (m) distinct, in [0, kv.n_slots).
 // Cost: FLOPs 0; bytes 8*m*kv_dim + 2*m*kv_dim*bytes(kv.type) + 8*m.
+Cost kv_store_cost(int64_t m, int kv_dim, DType kv_type);  // the cost above, alone (for planning)
 Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* slots, int64_t m);
 
 // Contract: for each row i and query head h (kv head g = h / (n_heads / n_kv_heads)):
@@ -50,6 +51,8 @@ Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* 
 //   q, out: (m, n_heads * head_dim) f32, not aliasing; rows: (m); the keys must be stored already.
 // Cost (N = sum_i n_keys_i): FLOPs n_heads*N*(4*head_dim + 4);
 //   bytes 2*N*kv_dim*bytes(kv.type) + 8*m*n_heads*head_dim.
+// The cost above, alone (for planning): m query rows that see n_keys keys in all (N above).
+Cost attention_cost(int64_t m, double n_keys, int kv_dim, DType kv_type, const AttentionShape& s);
 Cost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                          const AttentionShape& s, float* out);
 Cost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,

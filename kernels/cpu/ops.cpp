@@ -20,11 +20,12 @@ void check_token(const TensorView& table, int32_t tok, int64_t row) {
                     " is outside the vocabulary [0, " + std::to_string(table.ne(1)) + ") of '" +
                     table.name + "'");
 }
+}  // namespace
+
 Cost embed_cost(const TensorView& table, int64_t m) {
     const int64_t d = table.ne(0);
     return {0.0, double(m) * double(row_bytes(table.type, d)) + 4.0 * double(m) + 4.0 * double(m * d)};
 }
-}  // namespace
 
 Cost embed_v0_scalar(const TensorView& table, const int32_t* tokens, int64_t m, float* out) {
     const int64_t d = table.ne(0);
@@ -45,11 +46,9 @@ Cost embed_v1_omp(const TensorView& table, const int32_t* tokens, int64_t m, flo
 
 // ---- RMSNorm ------------------------------------------------------------------------------
 
-namespace {
 Cost rmsnorm_cost(int64_t m, int64_t d) {
     return {4.0 * double(m * d), 4.0 * double(2 * m * d + d)};
 }
-}  // namespace
 
 Cost rmsnorm_v0_scalar(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y) {
     for (int64_t i = 0; i < m; i++) {
@@ -80,6 +79,10 @@ Cost rmsnorm_v1_omp(const float* x, const float* w, int64_t m, int64_t d, float 
 
 // ---- rotary position embedding ----------------------------------------------------------------
 
+Cost rope_cost(int64_t m, int n_heads, const RopeParams& p) {
+    return {6.0 * double(m) * n_heads * (p.rope_dim / 2), 8.0 * double(m) * n_heads * p.head_dim + 4.0 * double(m)};
+}
+
 double rope_angle(int64_t pos, int i, int rope_dim, float freq_base) {
     return double(pos) * std::pow(double(freq_base), -2.0 * double(i) / double(rope_dim));
 }
@@ -89,9 +92,6 @@ void check_rope(const RopeParams& p) {
     if (p.rope_dim <= 0 || p.rope_dim % 2 != 0 || p.rope_dim > p.head_dim)
         throw Error("rope: rope_dim " + std::to_string(p.rope_dim) + " must be even, positive and <= head_dim " +
                     std::to_string(p.head_dim));
-}
-Cost rope_cost(int64_t m, int n_heads, const RopeParams& p) {
-    return {6.0 * double(m) * n_heads * (p.rope_dim / 2), 8.0 * double(m) * n_heads * p.head_dim + 4.0 * double(m)};
 }
 // Offsets of the two elements of pair i within a head.
 inline void pair_of(RopeStyle style, int i, int rope_dim, int& a, int& b) {
@@ -160,6 +160,8 @@ Cost rope_v1_omp(float* x, const int32_t* pos, int64_t m, int n_heads, const Rop
 
 // ---- softmax ----------------------------------------------------------------------------
 
+Cost softmax_cost(int64_t n) { return {4.0 * double(n), 8.0 * double(n)}; }
+
 Cost softmax_v0_scalar(float* x, int64_t n) {
     double max_x = x[0];
     for (int64_t c = 1; c < n; c++) max_x = std::max(max_x, double(x[c]));
@@ -170,7 +172,7 @@ Cost softmax_v0_scalar(float* x, int64_t n) {
         sum += e[c];
     }
     for (int64_t c = 0; c < n; c++) x[c] = float(e[c] / sum);
-    return {4.0 * double(n), 8.0 * double(n)};
+    return softmax_cost(n);
 }
 
 Cost softmax_v1(float* x, int64_t n) {
@@ -183,17 +185,19 @@ Cost softmax_v1(float* x, int64_t n) {
     }
     const float inv_sum = float(1.0 / sum);
     for (int64_t c = 0; c < n; c++) x[c] *= inv_sum;
-    return {4.0 * double(n), 8.0 * double(n)};
+    return softmax_cost(n);
 }
 
 // ---- SwiGLU -------------------------------------------------------------------------------
+
+Cost swiglu_cost(int64_t n) { return {5.0 * double(n), 12.0 * double(n)}; }
 
 Cost swiglu_v0_scalar(const float* gate, const float* up, int64_t n, float* out) {
     for (int64_t c = 0; c < n; c++) {
         const double g = gate[c];
         out[c] = float(g / (1.0 + std::exp(-g)) * double(up[c]));
     }
-    return {5.0 * double(n), 12.0 * double(n)};
+    return swiglu_cost(n);
 }
 
 Cost swiglu_v1_omp(const float* gate, const float* up, int64_t n, float* out) {
@@ -202,20 +206,22 @@ Cost swiglu_v1_omp(const float* gate, const float* up, int64_t n, float* out) {
         const float g = gate[c];
         out[c] = g / (1.0f + std::exp(-g)) * up[c];
     }
-    return {5.0 * double(n), 12.0 * double(n)};
+    return swiglu_cost(n);
 }
 
 // ---- residual add -----------------------------------------------------------------------------
 
+Cost add_cost(int64_t n) { return {double(n), 12.0 * double(n)}; }
+
 Cost add_v0_scalar(float* x, const float* y, int64_t n) {
     for (int64_t c = 0; c < n; c++) x[c] += y[c];
-    return {double(n), 12.0 * double(n)};
+    return add_cost(n);
 }
 
 Cost add_v1_omp(float* x, const float* y, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (double(n) >= 4 * kParallelMinWork)
     for (int64_t c = 0; c < n; c++) x[c] += y[c];
-    return {double(n), 12.0 * double(n)};
+    return add_cost(n);
 }
 
 }  // namespace ridge::cpu
