@@ -16,6 +16,7 @@ struct Ceilings {
     std::string matmul_name;       // which kernel and problem size
     std::string cpu;               // model name, from /proc/cpuinfo
     std::string measured_at;       // ISO 8601 time
+    bool quick = false;            // measured with ProbeOptions::quick (smaller, fewer repetitions)
     std::string path;              // where it was loaded from / saved to (not serialized)
 
     double peak_gflops() const { return fma_gflops; }                          // the compute ceiling
@@ -39,7 +40,8 @@ struct ProbeOptions {
 // Runs the probes of kernels/cpu/probe.h and the matmul measurement.
 Ceilings measure_ceilings(const ProbeOptions& opt);
 
-// The saved ceilings for `threads`, or measured now (and saved) when none are saved.
+// The saved ceilings for `threads`, or measured now (full probe, a few seconds) and saved when
+// none are saved or the saved file is for another thread count ($RIDGE_PROBE_FILE names one file).
 Ceilings ceilings_for(int threads, bool* measured_now = nullptr);
 
 }  // namespace ridge

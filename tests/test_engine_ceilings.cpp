@@ -1,0 +1,176 @@
+// Tests for engine/ceilings: the roofline arithmetic on hand-worked numbers, the JSON file (round
+// trip, a missing file, malformed files as one-line errors naming the file, the default path's
+// environment variables) and a quick probe that must return positive, finite numbers. No timing
+// is asserted: speed is measured by `ridge probe`, not by tests.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/ceilings.h"
+#include "weights/error.h"
+
+namespace ridge {
+namespace {
+
+// A per-process scratch directory (ctest runs the cases of this file as parallel processes).
+std::string scratch(const std::string& name) {
+    const std::string dir = ::testing::TempDir() + "ridge_ceilings_" + std::to_string(::getpid());
+    std::filesystem::create_directories(dir);
+    return dir + "/" + name;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+Ceilings sample() {
+    Ceilings c;
+    c.threads = 2;
+    c.bandwidth_gbs = 30.0;
+    c.bandwidth_spread = 0.125;
+    c.fma_gflops = 150.0;
+    c.matmul_gflops = 97.5;
+    c.matmul_name = "v2_eigen f32 2048x2048x2048";
+    c.cpu = "Test CPU \"quoted\"";
+    c.measured_at = "2026-11-29T12:00:00Z";
+    c.quick = true;
+    return c;
+}
+
+TEST(Ceilings, RidgePointAndAttainableByHand) {
+    const Ceilings c = sample();
+    // I* = 150 / 30 = 5 FLOP/byte.
+    EXPECT_DOUBLE_EQ(c.ridge_point(), 5.0);
+    EXPECT_DOUBLE_EQ(c.peak_gflops(), 150.0);
+    // Below I*: memory-bound, I * bandwidth.
+    EXPECT_DOUBLE_EQ(c.attainable_gflops(0.5), 15.0);  // a Q8-ish matvec
+    EXPECT_DOUBLE_EQ(c.attainable_gflops(2.0), 60.0);
+    EXPECT_DOUBLE_EQ(c.attainable_gflops(0.0), 0.0);
+    // At and above I*: the compute ceiling.
+    EXPECT_DOUBLE_EQ(c.attainable_gflops(5.0), 150.0);
+    EXPECT_DOUBLE_EQ(c.attainable_gflops(100.0), 150.0);
+}
+
+TEST(Ceilings, JsonRoundTrip) {
+    const std::string path = scratch("round/trip/probe.json");  // directories are created
+    const Ceilings c = sample();
+    save_ceilings(c, path);
+    const std::optional<Ceilings> back = load_ceilings(path);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->threads, c.threads);
+    EXPECT_DOUBLE_EQ(back->bandwidth_gbs, c.bandwidth_gbs);
+    EXPECT_DOUBLE_EQ(back->bandwidth_spread, c.bandwidth_spread);
+    EXPECT_DOUBLE_EQ(back->fma_gflops, c.fma_gflops);
+    EXPECT_DOUBLE_EQ(back->matmul_gflops, c.matmul_gflops);
+    EXPECT_EQ(back->matmul_name, c.matmul_name);
+    EXPECT_EQ(back->cpu, c.cpu);
+    EXPECT_EQ(back->measured_at, c.measured_at);
+    EXPECT_EQ(back->quick, c.quick);
+    EXPECT_EQ(back->path, path);
+
+    // The text is what ceilings_to_json makes, and carries the derived ridge point for readers.
+    const nlohmann::json j = nlohmann::json::parse(ceilings_to_json(c));
+    EXPECT_DOUBLE_EQ(j.at("ridge_point").get<double>(), 5.0);
+    EXPECT_EQ(j.at("threads").get<int>(), 2);
+}
+
+TEST(Ceilings, MissingFileIsNullopt) {
+    EXPECT_FALSE(load_ceilings(scratch("does-not-exist.json")).has_value());
+}
+
+TEST(Ceilings, MalformedFileIsOneLineErrorNamingTheFile) {
+    const std::string cases[] = {
+        "{ not json",
+        "[1, 2, 3]",
+        R"({"threads": 2, "fma_gflops": 150})",                                // no bandwidth
+        R"({"threads": 2, "bandwidth_gbs": "fast", "fma_gflops": 150})",       // wrong type
+        R"({"threads": 2, "bandwidth_gbs": 0, "fma_gflops": 150})",            // not positive
+        R"({"threads": 0, "bandwidth_gbs": 30, "fma_gflops": 150})",
+        "",
+    };
+    int i = 0;
+    for (const std::string& text : cases) {
+        const std::string path = scratch("bad" + std::to_string(i++) + ".json");
+        write_file(path, text);
+        try {
+            load_ceilings(path);
+            ADD_FAILURE() << "no error for: " << text;
+        } catch (const Error& e) {
+            const std::string what = e.what();
+            EXPECT_NE(what.find(path), std::string::npos) << what;
+            EXPECT_NE(what.find("malformed"), std::string::npos) << what;
+            EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+        }
+    }
+}
+
+TEST(Ceilings, DefaultPathFollowsTheEnvironment) {
+    const char* saved_probe = std::getenv("RIDGE_PROBE_FILE");
+    const char* saved_xdg = std::getenv("XDG_CACHE_HOME");
+    const std::string keep_probe = saved_probe ? saved_probe : "", keep_xdg = saved_xdg ? saved_xdg : "";
+
+    ::setenv("RIDGE_PROBE_FILE", "/tmp/x/probe.json", 1);
+    EXPECT_EQ(default_ceilings_path(4), "/tmp/x/probe.json");
+    ::unsetenv("RIDGE_PROBE_FILE");
+    ::setenv("XDG_CACHE_HOME", "/tmp/cache", 1);
+    EXPECT_EQ(default_ceilings_path(4), "/tmp/cache/ridge/probe-t4.json");
+    ::unsetenv("XDG_CACHE_HOME");
+    const std::string p = default_ceilings_path(3);
+    EXPECT_NE(p.find("/.cache/ridge/probe-t3.json"), std::string::npos) << p;
+
+    if (saved_probe) ::setenv("RIDGE_PROBE_FILE", keep_probe.c_str(), 1);
+    if (saved_xdg) ::setenv("XDG_CACHE_HOME", keep_xdg.c_str(), 1);
+}
+
+TEST(Ceilings, QuickProbeGivesPositiveFiniteNumbers) {
+    ProbeOptions opt;
+    opt.threads = 1;
+    opt.quick = true;
+    const Ceilings c = measure_ceilings(opt);
+    EXPECT_EQ(c.threads, 1);
+    EXPECT_TRUE(c.quick);
+    for (double v : {c.bandwidth_gbs, c.fma_gflops, c.matmul_gflops, c.ridge_point()}) {
+        EXPECT_TRUE(std::isfinite(v)) << v;
+        EXPECT_GT(v, 0.0);
+    }
+    EXPECT_GE(c.bandwidth_spread, 0.0);
+    EXPECT_FALSE(c.cpu.empty());
+    EXPECT_FALSE(c.measured_at.empty());
+    EXPECT_NE(c.matmul_name.find("v2_eigen"), std::string::npos);
+}
+
+TEST(Ceilings, BadProbeOptionsAreErrors) {
+    ProbeOptions opt;
+    opt.threads = 0;
+    EXPECT_THROW(measure_ceilings(opt), Error);
+    opt.threads = 1;
+    opt.reps = 0;
+    EXPECT_THROW(measure_ceilings(opt), Error);
+}
+
+TEST(Ceilings, CeilingsForUsesTheSavedFile) {
+    const std::string path = scratch("for.json");
+    const char* saved = std::getenv("RIDGE_PROBE_FILE");
+    const std::string keep = saved ? saved : "";
+    ::setenv("RIDGE_PROBE_FILE", path.c_str(), 1);
+    Ceilings c = sample();
+    save_ceilings(c, path);
+    bool measured = true;
+    const Ceilings got = ceilings_for(2, &measured);
+    EXPECT_FALSE(measured);
+    EXPECT_DOUBLE_EQ(got.bandwidth_gbs, 30.0);
+    EXPECT_EQ(got.path, path);
+    if (saved) ::setenv("RIDGE_PROBE_FILE", keep.c_str(), 1);
+    else ::unsetenv("RIDGE_PROBE_FILE");
+}
+
+}  // namespace
+}  // namespace ridge
