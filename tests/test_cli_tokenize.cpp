@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -26,7 +27,7 @@ struct Result {
 
 // Runs ridge with `args` (already shell-quoted where needed).
 Result run(const std::string& args) {
-    const std::string err_path = testing::TempDir() + "ridge_tokenize_stderr.txt";
+    const std::string err_path = testing::TempDir() + "ridge_" + std::to_string(::getpid()) + "_stderr.txt";
     const std::string cmd = kRidge + " " + args + " 2>" + err_path;
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) throw std::runtime_error("popen failed: " + cmd);
@@ -41,8 +42,9 @@ Result run(const std::string& args) {
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, ss.str()};
 }
 
+// ctest runs the cases of this file as parallel processes: each writes its own files.
 std::string write_temp(const std::string& name, const std::string& contents) {
-    const std::string path = testing::TempDir() + name;
+    const std::string path = testing::TempDir() + "ridge_" + std::to_string(::getpid()) + "_" + name;
     std::ofstream(path, std::ios::binary) << contents;
     return path;
 }

@@ -2,6 +2,7 @@
 // vocabulary (32000), decoding as run.c does, the stories260K vocabulary (512) against the same
 // vocabulary as GGUF, and loud errors for bad files.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -144,7 +145,7 @@ TEST(Llama2cTokenizer, BadFilesGiveOneLineErrors) {
     EXPECT_THROW(ridge::Tokenizer::from_llama2c(kTok512, 0), ridge::Error);
 
     // A record whose length is negative.
-    const std::string path = testing::TempDir() + "bad_tokenizer.bin";
+    const std::string path = testing::TempDir() + "bad_tokenizer_" + std::to_string(::getpid()) + ".bin";
     {
         std::ofstream out(path, std::ios::binary);
         const int32_t max_len = 8, len = -5;
