@@ -1,44 +1,120 @@
-// Counters: FLOPs and bytes summed per kind of op (from the Cost each kernel returns), so a run
-// can say what it did and how close it came to the machine's ceilings. Plain data, passed in.
+// Counters: the FLOPs, bytes (by category: weights, activations, KV cache) and time of every
+// kernel call of a forward pass, attributed to its op (q, k, v, o, gate, ...) and layer. A
+// Session keeps one Counters per phase (prefill, decode). Plain data, passed in; forward() fills
+// it when given one, and counts nothing (not even the clock) when given nullptr.
 #pragma once
 #include <array>
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/cost.h"
 
 namespace ridge {
 
-enum class Op { Embed, RmsNorm, Matmul, Rope, KVStore, Attention, Swiglu, Add, Logits, Count };
+// Every op of a Llama forward pass, in the order forward() runs them.
+enum class Op {
+    Embed,       // token embedding lookup (one table row per token)
+    Norm,        // RMSNorm (two per layer, and the final norm)
+    Q, K, V,     // the query / key / value projections
+    Rope,        // rotary position embedding of q and k
+    KVStore,     // keys and values into the KV cache
+    AttnScores,  // softmax(Q K^T / sqrt(head_dim)): reads the keys
+    AttnMix,     // P V: reads the values
+    O,           // the attention output projection
+    Residual,    // the residual adds (two per layer)
+    Gate, Up,    // the feed-forward input projections
+    Swiglu,      // silu(gate) * up
+    Down,        // the feed-forward output projection
+    OutputHead,  // the logits matmul (the tied embedding table, or output.weight)
+    Count
+};
+inline constexpr size_t kNumOps = size_t(Op::Count);
 
 inline const char* op_name(Op op) {
     switch (op) {
-        case Op::Embed: return "embed";
-        case Op::RmsNorm: return "rmsnorm";
-        case Op::Matmul: return "matmul";
+        case Op::Embed: return "embedding";
+        case Op::Norm: return "norm";
+        case Op::Q: return "q";
+        case Op::K: return "k";
+        case Op::V: return "v";
         case Op::Rope: return "rope";
         case Op::KVStore: return "kv_store";
-        case Op::Attention: return "attention";
+        case Op::AttnScores: return "attn_scores";
+        case Op::AttnMix: return "attn_mix";
+        case Op::O: return "o";
+        case Op::Residual: return "residual";
+        case Op::Gate: return "gate";
+        case Op::Up: return "up";
         case Op::Swiglu: return "swiglu";
-        case Op::Add: return "add";
-        case Op::Logits: return "logits";
+        case Op::Down: return "down";
+        case Op::OutputHead: return "output_head";
         case Op::Count: break;
     }
     return "?";
 }
 
-struct OpCounters {
-    std::array<cpu::Cost, size_t(Op::Count)> by_op{};
+enum class Phase { Prefill, Decode };
+inline const char* phase_name(Phase p) { return p == Phase::Prefill ? "prefill" : "decode"; }
 
-    void add(Op op, const cpu::Cost& c) { by_op[size_t(op)] += c; }
-    cpu::Cost total() const {
-        cpu::Cost t;
-        for (const cpu::Cost& c : by_op) t += c;
-        return t;
-    }
-    OpCounters& operator+=(const OpCounters& o) {
-        for (size_t i = 0; i < by_op.size(); i++) by_op[i] += o.by_op[i];
+// One op's totals: its cost, the wall time of its kernel calls, and how many calls.
+struct OpRecord {
+    cpu::Cost cost;
+    double seconds = 0;
+    int64_t calls = 0;
+
+    OpRecord& operator+=(const OpRecord& o) {
+        cost += o.cost;
+        seconds += o.seconds;
+        calls += o.calls;
         return *this;
     }
+};
+
+struct Counters {
+    using OpRecords = std::array<OpRecord, kNumOps>;
+    std::vector<OpRecords> layers;  // (n_layers) per layer, per op
+    OpRecords outside{};            // ops outside the layers: embedding, final norm, output head
+
+    // Adds one kernel call; layer < 0 means outside the layers (the vector grows as needed).
+    void add(int layer, Op op, const cpu::Cost& cost, double seconds) {
+        OpRecords* rec = &outside;
+        if (layer >= 0) {
+            if (size_t(layer) >= layers.size()) layers.resize(size_t(layer) + 1, OpRecords{});
+            rec = &layers[size_t(layer)];
+        }
+        OpRecord& r = (*rec)[size_t(op)];
+        r.cost += cost;
+        r.seconds += seconds;
+        r.calls += 1;
+    }
+
+    // Sums over layers and ops.
+    OpRecord op(Op op) const {
+        OpRecord r = outside[size_t(op)];
+        for (const OpRecords& l : layers) r += l[size_t(op)];
+        return r;
+    }
+    OpRecord layer(int l) const {  // l < 0: the ops outside the layers
+        const OpRecords& recs = l < 0 ? outside : layers.at(size_t(l));
+        OpRecord r;
+        for (const OpRecord& x : recs) r += x;
+        return r;
+    }
+    OpRecord total() const {
+        OpRecord r = layer(-1);
+        for (size_t l = 0; l < layers.size(); l++) r += layer(int(l));
+        return r;
+    }
+
+    Counters& operator+=(const Counters& o) {
+        if (layers.size() < o.layers.size()) layers.resize(o.layers.size(), OpRecords{});
+        for (size_t l = 0; l < o.layers.size(); l++)
+            for (size_t i = 0; i < kNumOps; i++) layers[l][i] += o.layers[l][i];
+        for (size_t i = 0; i < kNumOps; i++) outside[i] += o.outside[i];
+        return *this;
+    }
+    void clear() { *this = Counters{}; }
 };
 
 }  // namespace ridge

@@ -3,6 +3,7 @@
 #include "engine/forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "kernels/cpu/matmul.h"
@@ -34,7 +35,7 @@ void Workspace::reserve(const Config& c, int64_t m, int64_t m_out) {
     n_vocab = c.n_vocab;
 }
 
-void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& ws, OpCounters* counters,
+void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& ws, Counters* counters,
              Dumper* dump) {
     const Config& c = model.config;
     const int64_t m = batch.size();  // rows
@@ -53,8 +54,28 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         ws.attn_rows[i] = cpu::AttentionRow{cache.block_table(batch.seq[i]).data(), batch.pos[i] + 1};
     }
 
-    auto count = [&](Op op, const cpu::Cost& cost) {
-        if (counters) counters->add(op, cost);
+    // count(layer, op, cost) records a kernel call that has just returned: its cost, and the wall
+    // time since the previous count (the kernels run one after another, each joining its threads;
+    // a dump, when debugging, is timed into the next op). Without counters no clock is read.
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point last = counters ? Clock::now() : Clock::time_point{};
+    auto elapsed = [&]() {
+        const Clock::time_point now = Clock::now();
+        const double s = std::chrono::duration<double>(now - last).count();
+        last = now;
+        return s;
+    };
+    auto count = [&](int layer, Op op, const cpu::Cost& cost) {
+        if (counters) counters->add(layer, op, cost, elapsed());
+    };
+    // One attention call computes both the scores (Q.K) and the mix (P.V): its time is shared
+    // between them in proportion to their FLOPs (only the sum is measured).
+    auto count_attention = [&](int layer, const cpu::AttentionCost& cost) {
+        if (!counters) return;
+        const double s = elapsed(), flops = cost.scores.flops + cost.mix.flops;
+        const double share = flops > 0 ? cost.scores.flops / flops : 0.5;
+        counters->add(layer, Op::AttnScores, cost.scores, s * share);
+        counters->add(layer, Op::AttnMix, cost.mix, s * (1.0 - share));
     };
     auto dump_rows = [&](const std::string& name, const std::vector<float>& buf, int64_t rows, int64_t width) {
         if (dump) dump->write(name, buf.data(), long(rows), long(width));
@@ -63,7 +84,7 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
     const cpu::AttentionShape heads{c.n_heads, c.n_kv_heads, c.head_dim};
 
     // Token embeddings -> the residual stream x (m, d).
-    count(Op::Embed, cpu::embed(*model.token_embd, batch.token.data(), m, ws.x.data()));
+    count(-1, Op::Embed, cpu::embed(*model.token_embd, batch.token.data(), m, ws.x.data()));
     dump_rows("embed", ws.x, m, d);
 
     for (int l = 0; l < c.n_layers; l++) {
@@ -72,40 +93,40 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         const cpu::KVLayer kv = cache.layer(l);
 
         // Attention block: x_norm = rmsnorm(x); q, k, v = x_norm W_q, W_k, W_v; rotate q, k.
-        count(Op::RmsNorm, cpu::rmsnorm(ws.x.data(), f32_data(L.attn_norm), m, d, c.norm_eps, ws.x_norm.data()));
+        count(l, Op::Norm, cpu::rmsnorm(ws.x.data(), f32_data(L.attn_norm), m, d, c.norm_eps, ws.x_norm.data()));
         dump_rows(name + "attn_norm", ws.x_norm, m, d);
-        count(Op::Matmul, cpu::matmul(*L.attn_q, ws.x_norm.data(), m, ws.q.data()));
-        count(Op::Matmul, cpu::matmul(*L.attn_k, ws.x_norm.data(), m, ws.k.data()));
-        count(Op::Matmul, cpu::matmul(*L.attn_v, ws.x_norm.data(), m, ws.v.data()));
+        count(l, Op::Q, cpu::matmul(*L.attn_q, ws.x_norm.data(), m, ws.q.data()));
+        count(l, Op::K, cpu::matmul(*L.attn_k, ws.x_norm.data(), m, ws.k.data()));
+        count(l, Op::V, cpu::matmul(*L.attn_v, ws.x_norm.data(), m, ws.v.data()));
         dump_rows(name + "q", ws.q, m, q_dim);
         dump_rows(name + "k", ws.k, m, kv_dim);
         dump_rows(name + "v", ws.v, m, kv_dim);
-        count(Op::Rope, cpu::rope(ws.q.data(), batch.pos.data(), m, c.n_heads, rope));
-        count(Op::Rope, cpu::rope(ws.k.data(), batch.pos.data(), m, c.n_kv_heads, rope));
+        count(l, Op::Rope, cpu::rope(ws.q.data(), batch.pos.data(), m, c.n_heads, rope));
+        count(l, Op::Rope, cpu::rope(ws.k.data(), batch.pos.data(), m, c.n_kv_heads, rope));
         dump_rows(name + "q_rope", ws.q, m, q_dim);
         dump_rows(name + "k_rope", ws.k, m, kv_dim);
 
         // Keys and values of these rows into the cache, then each row attends to its sequence.
-        count(Op::KVStore, cpu::kv_store(kv, ws.k.data(), ws.v.data(), ws.slots.data(), m));
-        count(Op::Attention, cpu::attention(ws.q.data(), ws.attn_rows.data(), m, kv, heads, ws.attn.data()));
+        count(l, Op::KVStore, cpu::kv_store(kv, ws.k.data(), ws.v.data(), ws.slots.data(), m));
+        count_attention(l, cpu::attention(ws.q.data(), ws.attn_rows.data(), m, kv, heads, ws.attn.data()));
         dump_rows(name + "attn", ws.attn, m, q_dim);
-        count(Op::Matmul, cpu::matmul(*L.attn_output, ws.attn.data(), m, ws.attn_out.data()));
+        count(l, Op::O, cpu::matmul(*L.attn_output, ws.attn.data(), m, ws.attn_out.data()));
         dump_rows(name + "attn_out", ws.attn_out, m, d);
-        count(Op::Add, cpu::add(ws.x.data(), ws.attn_out.data(), m * d));
+        count(l, Op::Residual, cpu::add(ws.x.data(), ws.attn_out.data(), m * d));
         dump_rows(name + "attn_resid", ws.x, m, d);
 
         // Feed-forward block: x_norm = rmsnorm(x); ffn_out = (silu(x_norm W_gate) * x_norm W_up) W_down.
-        count(Op::RmsNorm, cpu::rmsnorm(ws.x.data(), f32_data(L.ffn_norm), m, d, c.norm_eps, ws.x_norm.data()));
+        count(l, Op::Norm, cpu::rmsnorm(ws.x.data(), f32_data(L.ffn_norm), m, d, c.norm_eps, ws.x_norm.data()));
         dump_rows(name + "ffn_norm", ws.x_norm, m, d);
-        count(Op::Matmul, cpu::matmul(*L.ffn_gate, ws.x_norm.data(), m, ws.ffn_gate.data()));
-        count(Op::Matmul, cpu::matmul(*L.ffn_up, ws.x_norm.data(), m, ws.ffn_up.data()));
+        count(l, Op::Gate, cpu::matmul(*L.ffn_gate, ws.x_norm.data(), m, ws.ffn_gate.data()));
+        count(l, Op::Up, cpu::matmul(*L.ffn_up, ws.x_norm.data(), m, ws.ffn_up.data()));
         dump_rows(name + "ffn_gate", ws.ffn_gate, m, n_ff);
         dump_rows(name + "ffn_up", ws.ffn_up, m, n_ff);
-        count(Op::Swiglu, cpu::swiglu(ws.ffn_gate.data(), ws.ffn_up.data(), m * n_ff, ws.ffn_act.data()));
+        count(l, Op::Swiglu, cpu::swiglu(ws.ffn_gate.data(), ws.ffn_up.data(), m * n_ff, ws.ffn_act.data()));
         dump_rows(name + "ffn_act", ws.ffn_act, m, n_ff);
-        count(Op::Matmul, cpu::matmul(*L.ffn_down, ws.ffn_act.data(), m, ws.ffn_out.data()));
+        count(l, Op::Down, cpu::matmul(*L.ffn_down, ws.ffn_act.data(), m, ws.ffn_out.data()));
         dump_rows(name + "ffn_out", ws.ffn_out, m, d);
-        count(Op::Add, cpu::add(ws.x.data(), ws.ffn_out.data(), m * d));
+        count(l, Op::Residual, cpu::add(ws.x.data(), ws.ffn_out.data(), m * d));
         dump_rows(name + "out", ws.x, m, d);
     }
 
@@ -114,12 +135,12 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
     int64_t r = 0;
     for (int64_t i = 0; i < m; i++) {
         if (!batch.want_logits[i]) continue;
-        count(Op::RmsNorm, cpu::rmsnorm(ws.x.data() + i * d, f32_data(model.output_norm), 1, d, c.norm_eps,
+        count(-1, Op::Norm, cpu::rmsnorm(ws.x.data() + i * d, f32_data(model.output_norm), 1, d, c.norm_eps,
                                         ws.out_norm.data() + r * d));
         r++;
     }
     dump_rows("final_norm", ws.out_norm, m_out, d);
-    count(Op::Logits, cpu::matmul(*model.output, ws.out_norm.data(), m_out, ws.logits.data()));
+    count(-1, Op::OutputHead, cpu::matmul(*model.output, ws.out_norm.data(), m_out, ws.logits.data()));
     dump_rows("logits", ws.logits, m_out, c.n_vocab);
 }
 

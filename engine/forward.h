@@ -58,8 +58,9 @@ struct Workspace {
 // Runs the model over the batch. Preconditions: every row's sequence exists in the cache with
 // length > pos (KVCache::append made room), and positions of a sequence below a row's pos are
 // either stored already or in this batch. Writes ws.logits for the rows with want_logits, adds
-// every kernel's cost to `counters` (if given) and writes named intermediates to `dump` (if given).
+// every kernel's cost and wall time to `counters` under its op and layer (if given; nullptr counts
+// nothing and reads no clock) and writes named intermediates to `dump` (if given).
 void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& ws,
-             OpCounters* counters = nullptr, Dumper* dump = nullptr);
+             Counters* counters = nullptr, Dumper* dump = nullptr);
 
 }  // namespace ridge

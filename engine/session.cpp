@@ -34,7 +34,7 @@ const float* Session::feed(int seq, std::span<const int32_t> tokens, PhaseStats&
         for (int i = 0; i < rows; i++)
             batch_.add(tokens[size_t(start + i)], seq, first_pos + i, start + i == n - 1);
         const auto t0 = std::chrono::steady_clock::now();
-        forward(model_, cache_, batch_, ws_, &stats.counters, opt_.dump);
+        forward(model_, cache_, batch_, ws_, opt_.count ? &stats.counters : nullptr, opt_.dump);
         stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         stats.tokens += rows;
         stats.calls += 1;

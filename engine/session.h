@@ -1,6 +1,6 @@
 // Session: one model with its KV cache and workspace. Feeds tokens to sequences through
 // forward() (a prompt in chunks of up to max_rows rows, a decode step as one row), and keeps the
-// time, token count and per-op FLOPs/bytes of each phase (prefill, decode).
+// time, token count and per-op, per-layer FLOPs/bytes/time of each phase (prefill, decode).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -18,7 +18,7 @@ struct PhaseStats {
     int64_t tokens = 0;    // rows fed
     int64_t calls = 0;     // forward() calls
     double seconds = 0;    // wall time inside forward()
-    OpCounters counters;   // FLOPs and bytes per op
+    Counters counters;     // FLOPs, bytes and time per op and layer (while counting is on)
     double tokens_per_second() const { return seconds > 0 ? double(tokens) / seconds : 0.0; }
 };
 
@@ -27,6 +27,7 @@ struct SessionOptions {
     DType kv_type = DType::F32;  // F32 or F16
     int max_rows = 256;          // most rows per forward() call (longer prompts are chunked)
     Dumper* dump = nullptr;      // named intermediates, when debugging
+    bool count = true;           // false: forward() gets no counters (measures what counting costs)
 };
 
 class Session {
@@ -45,6 +46,8 @@ public:
     const float* decode(int seq, int32_t token);
 
     PhaseStats prefill_stats, decode_stats;
+    void set_counting(bool on) { opt_.count = on; }
+    bool counting() const { return opt_.count; }
 
 private:
     const float* feed(int seq, std::span<const int32_t> tokens, PhaseStats& stats);

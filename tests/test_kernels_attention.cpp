@@ -31,7 +31,7 @@ struct Pool {
     }
 };
 
-using AttnFn = cpu::Cost (*)(const float*, const cpu::AttentionRow*, int64_t, const cpu::KVLayer&,
+using AttnFn = cpu::AttentionCost (*)(const float*, const cpu::AttentionRow*, int64_t, const cpu::KVLayer&,
                              const cpu::AttentionShape&, float*);
 const std::vector<std::pair<std::string, AttnFn>> kVariants = {
     {"v0_scalar", cpu::attention_v0_scalar}, {"v1_omp", cpu::attention_v1_omp}};
@@ -67,10 +67,15 @@ TEST(Attention, TwoKeysWeighOneToTwo) {
     const cpu::AttentionRow row{table, 2};
     for (auto& [name, fn] : kVariants) {
         float out[2];
-        const cpu::Cost c = fn(q, &row, 1, pool.layer, {1, 1, 2}, out);
+        const cpu::AttentionCost c = fn(q, &row, 1, pool.layer, {1, 1, 2}, out);
         EXPECT_NEAR(out[0], 1.0, 1e-6) << name;
         EXPECT_NEAR(out[1], 2.0, 1e-6) << name;
-        EXPECT_DOUBLE_EQ(c.flops, 1 * 2 * (4.0 * 2 + 4)) << name;  // n_heads * keys * (4 hd + 4)
+        EXPECT_DOUBLE_EQ(c.total().flops, 1 * 2 * (4.0 * 2 + 4)) << name;  // n_heads * keys * (4 hd + 4)
+        EXPECT_DOUBLE_EQ(c.scores.flops, 1 * 2 * (2.0 * 2 + 4)) << name;   // q.k and softmax
+        EXPECT_DOUBLE_EQ(c.mix.flops, 1 * 2 * (2.0 * 2)) << name;          // p * v
+        EXPECT_DOUBLE_EQ(c.scores.kv_read, 2 * 2 * 4.0) << name;           // 2 keys of kv_dim 2, f32
+        EXPECT_DOUBLE_EQ(c.mix.kv_read, 2 * 2 * 4.0) << name;              // 2 values
+        EXPECT_DOUBLE_EQ(c.scores.act_read + c.mix.act_written, 8.0 * 2) << name;  // q in, out out
     }
     // The causal mask is n_keys: the same query seeing only key 0 gets V0.
     const cpu::AttentionRow first{table, 1};
@@ -159,11 +164,14 @@ TEST(Attention, PagedMatchesDenseOnRandomSequences) {
         }
         for (auto& [name, fn] : kVariants) {
             std::vector<float> got(size_t(m * q_dim), -99.0f);
-            const cpu::Cost c = fn(q.data(), rows.data(), m, pool.layer, s, got.data());
+            const cpu::AttentionCost c = fn(q.data(), rows.data(), m, pool.layer, s, got.data());
             expect_close(got.data(), want.data(), got.size(), 1e-5, 1e-4,
                          name + (t == DType::F16 ? " f16" : " f32"));
             const double n_keys = 1 + 6 + 23 + 9 + 4;
-            EXPECT_DOUBLE_EQ(c.flops, s.n_heads * n_keys * (4.0 * s.head_dim + 4)) << name;
+            EXPECT_DOUBLE_EQ(c.total().flops, s.n_heads * n_keys * (4.0 * s.head_dim + 4)) << name;
+            const double kv_bytes = n_keys * s.n_kv_heads * s.head_dim * (t == DType::F16 ? 2.0 : 4.0);
+            EXPECT_DOUBLE_EQ(c.scores.kv_read, kv_bytes) << name;  // every visible key once
+            EXPECT_DOUBLE_EQ(c.mix.kv_read, kv_bytes) << name;     // every visible value once
         }
     }
 }

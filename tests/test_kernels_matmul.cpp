@@ -25,7 +25,9 @@ TEST(Matmul, HandWorkedF32) {
         EXPECT_FLOAT_EQ(Y[2], 6.0f) << v.name;
         EXPECT_FLOAT_EQ(Y[3], 15.0f) << v.name;
         EXPECT_DOUBLE_EQ(c.flops, 2.0 * 2 * 2 * 3) << v.name;                 // 2*m*n*k
-        EXPECT_DOUBLE_EQ(c.bytes, 2 * 3 * 4 + 4.0 * 2 * 3 + 4.0 * 2 * 2) << v.name;  // W + X + Y
+        EXPECT_DOUBLE_EQ(c.bytes(), 2 * 3 * 4 + 4.0 * 2 * 3 + 4.0 * 2 * 2) << v.name;  // W + X + Y
+        EXPECT_DOUBLE_EQ(c.weight_bytes, 2 * 3 * 4) << v.name;
+        EXPECT_DOUBLE_EQ(c.memory_bytes(), 2 * 3 * 4) << v.name;  // the weights; activations stay in cache
     }
 }
 
@@ -81,7 +83,7 @@ TEST_P(MatmulAllTypes, VariantsMatchScalarReference) {
             const Cost c = v.fn(W.view, X.data(), cs.m, got.data());
             expect_close(got.data(), ref.data(), got.size(), 1e-4, 1e-4, v.name + " " + where);
             EXPECT_DOUBLE_EQ(c.flops, ref_cost.flops) << v.name;
-            EXPECT_DOUBLE_EQ(c.bytes, ref_cost.bytes) << v.name;
+            EXPECT_DOUBLE_EQ(c.bytes(), ref_cost.bytes()) << v.name;
         }
         std::vector<float> got(ref.size());
         cpu::matmul(W.view, X.data(), cs.m, got.data());
@@ -93,8 +95,9 @@ TEST_P(MatmulAllTypes, VariantsMatchScalarReference) {
             expect_close(y.data(), ref.data() + i * cs.n, y.size(), 1e-4, 1e-4, "matvec row " + where);
         }
         EXPECT_DOUBLE_EQ(ref_cost.flops, 2.0 * cs.m * cs.n * cs.k);
-        EXPECT_DOUBLE_EQ(ref_cost.bytes,
-                         double(cs.n) * row_bytes(t, cs.k) + 4.0 * cs.m * cs.k + 4.0 * cs.m * cs.n);
+        EXPECT_DOUBLE_EQ(ref_cost.weight_bytes, double(cs.n) * row_bytes(t, cs.k));  // stored format
+        EXPECT_DOUBLE_EQ(ref_cost.act_read, 4.0 * cs.m * cs.k);
+        EXPECT_DOUBLE_EQ(ref_cost.act_written, 4.0 * cs.m * cs.n);
     }
 }
 

@@ -51,7 +51,8 @@ TEST(Embed, HandWorkedF32Rows) {
     std::vector<float> out(6);
     const cpu::Cost c = cpu::embed(T, tokens, 3, out.data());
     EXPECT_EQ(out, (std::vector<float>{20, 21, 0, 1, 20, 21}));
-    EXPECT_DOUBLE_EQ(c.bytes, 3 * 8 + 3 * 4 + 3 * 2 * 4);
+    EXPECT_DOUBLE_EQ(c.bytes(), 3 * 8 + 3 * 4 + 3 * 2 * 4);
+    EXPECT_DOUBLE_EQ(c.weight_bytes, 3 * 8);  // one table row per token
 }
 
 TEST(Embed, QuantizedTablesMatchScalar) {
@@ -110,7 +111,7 @@ TEST(RmsNorm, MatchesScalarOnRandomRows) {
         const cpu::Cost c1 = cpu::rmsnorm_v1_omp(x.data(), w.data(), m, d, 1e-5f, got.data());
         expect_close(got.data(), ref.data(), got.size(), 1e-6, 1e-5, "rmsnorm d=" + std::to_string(d));
         EXPECT_DOUBLE_EQ(c0.flops, 4.0 * m * d);
-        EXPECT_DOUBLE_EQ(c1.bytes, c0.bytes);
+        EXPECT_DOUBLE_EQ(c1.bytes(), c0.bytes());
         std::vector<float> in_place = x;  // y may be x
         cpu::rmsnorm(in_place.data(), w.data(), m, d, 1e-5f, in_place.data());
         expect_close(in_place.data(), ref.data(), ref.size(), 1e-6, 1e-5, "rmsnorm in place");

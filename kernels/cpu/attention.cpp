@@ -42,7 +42,7 @@ inline void load_kv(const uint8_t* pool, DType type, int64_t slot, int kv_dim, i
     }
 }
 
-Cost attention_cost_rows(const AttentionRow* rows, int64_t m, const KVLayer& kv, const AttentionShape& s) {
+AttentionCost attention_cost_rows(const AttentionRow* rows, int64_t m, const KVLayer& kv, const AttentionShape& s) {
     double n_keys = 0;
     for (int64_t i = 0; i < m; i++) n_keys += rows[i].n_keys;
     return attention_cost(m, n_keys, kv.kv_dim, kv.type, s);
@@ -59,13 +59,21 @@ void check_rows(const AttentionRow* rows, int64_t m, const KVLayer& kv) {
 
 Cost kv_store_cost(int64_t m, int kv_dim, DType kv_type) {
     const double eb = double(elem_bytes(kv_type));
-    return {0.0, 8.0 * double(m) * kv_dim + 2.0 * double(m) * kv_dim * eb + 8.0 * double(m)};
+    Cost c;
+    c.act_read = 8.0 * double(m) * kv_dim + 8.0 * double(m);  // k, v and the slots
+    c.kv_written = 2.0 * double(m) * kv_dim * eb;
+    return c;
 }
 
-Cost attention_cost(int64_t m, double n_keys, int kv_dim, DType kv_type, const AttentionShape& s) {
-    Cost c;
-    c.flops = double(s.n_heads) * n_keys * (4.0 * s.head_dim + 4.0);
-    c.bytes = 2.0 * n_keys * kv_dim * double(elem_bytes(kv_type)) + 8.0 * double(m) * s.n_heads * s.head_dim;
+AttentionCost attention_cost(int64_t m, double n_keys, int kv_dim, DType kv_type, const AttentionShape& s) {
+    const double eb = double(elem_bytes(kv_type)), qo = 4.0 * double(m) * s.n_heads * s.head_dim;
+    AttentionCost c;
+    c.scores.flops = double(s.n_heads) * n_keys * (2.0 * s.head_dim + 4.0);
+    c.scores.kv_read = n_keys * kv_dim * eb;  // the keys
+    c.scores.act_read = qo;                   // q
+    c.mix.flops = double(s.n_heads) * n_keys * 2.0 * s.head_dim;
+    c.mix.kv_read = n_keys * kv_dim * eb;     // the values
+    c.mix.act_written = qo;                   // out
     return c;
 }
 
@@ -92,7 +100,7 @@ Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* 
     return kv_store_cost(m, kv.kv_dim, kv.type);
 }
 
-Cost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+AttentionCost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                          const AttentionShape& s, float* out) {
     check_shape(kv, s);
     check_rows(rows, m, kv);
@@ -135,7 +143,7 @@ Cost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, co
     return attention_cost_rows(rows, m, kv, s);
 }
 
-Cost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                       const AttentionShape& s, float* out) {
     check_shape(kv, s);
     check_rows(rows, m, kv);

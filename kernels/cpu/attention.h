@@ -41,7 +41,7 @@ inline int64_t kv_slot(const int32_t* block_table, int32_t pos, int block_size) 
 
 // Contract: for each row i, kv.k[slots[i]] = k[i] and kv.v[slots[i]] = v[i] (converted to kv.type).
 //   k, v: (m, kv_dim) f32; slots: (m) distinct, in [0, kv.n_slots).
-// Cost: FLOPs 0; bytes 8*m*kv_dim + 2*m*kv_dim*bytes(kv.type) + 8*m.
+// Cost: FLOPs 0; activations read 8*m*kv_dim + 8*m (k, v, slots); KV written 2*m*kv_dim*bytes(kv.type).
 Cost kv_store_cost(int64_t m, int kv_dim, DType kv_type);  // the cost above, alone (for planning)
 Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* slots, int64_t m);
 
@@ -49,16 +49,26 @@ Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* 
 //   s_j = q[i,h] . K[key j, g] / sqrt(head_dim) for j < n_keys;  p = softmax(s);
 //   out[i,h] = sum_j p_j V[key j, g].
 //   q, out: (m, n_heads * head_dim) f32, not aliasing; rows: (m); the keys must be stored already.
-// Cost (N = sum_i n_keys_i): FLOPs n_heads*N*(4*head_dim + 4);
-//   bytes 2*N*kv_dim*bytes(kv.type) + 8*m*n_heads*head_dim.
+// Cost, in two parts (N = sum_i n_keys_i; the scores matrix lives in a per-thread buffer):
+//   scores (Q.K, scale, softmax): FLOPs n_heads*N*(2*head_dim + 4) (dot products, then the
+//     softmax's 4 per score, which takes the 1/sqrt(head_dim) scale with its subtract);
+//     KV read N*kv_dim*bytes(kv.type) (the keys); activations read 4*m*n_heads*head_dim (q).
+//   mix (P.V): FLOPs n_heads*N*2*head_dim; KV read N*kv_dim*bytes(kv.type) (the values);
+//     activations written 4*m*n_heads*head_dim (out).
+//   Together: FLOPs n_heads*N*(4*head_dim + 4), bytes 2*N*kv_dim*bytes(kv.type) + 8*m*n_heads*head_dim.
+struct AttentionCost {
+    Cost scores;  // softmax(Q K^T / sqrt(head_dim))
+    Cost mix;     // P V
+    Cost total() const { return scores + mix; }
+};
 // The cost above, alone (for planning): m query rows that see n_keys keys in all (N above).
-Cost attention_cost(int64_t m, double n_keys, int kv_dim, DType kv_type, const AttentionShape& s);
-Cost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
-                         const AttentionShape& s, float* out);
-Cost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
-                      const AttentionShape& s, float* out);
-inline Cost attention(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
-                      const AttentionShape& s, float* out) {
+AttentionCost attention_cost(int64_t m, double n_keys, int kv_dim, DType kv_type, const AttentionShape& s);
+AttentionCost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                                  const AttentionShape& s, float* out);
+AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                               const AttentionShape& s, float* out);
+inline AttentionCost attention(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                               const AttentionShape& s, float* out) {
     return attention_v1_omp(q, rows, m, kv, s, out);
 }
 

@@ -45,7 +45,9 @@ Cost matmul_cost(const TensorView& W, int64_t m) {
     const double k = double(W.ne(0)), n = double(W.ne(1));
     Cost c;
     c.flops = 2.0 * double(m) * n * k;
-    c.bytes = n * double(row_bytes(W.type, W.ne(0))) + 4.0 * double(m) * k + 4.0 * double(m) * n;
+    c.weight_bytes = n * double(row_bytes(W.type, W.ne(0)));  // W once, in its stored format
+    c.act_read = 4.0 * double(m) * k;                          // X
+    c.act_written = 4.0 * double(m) * n;                       // Y
     return c;
 }
 

@@ -18,7 +18,7 @@ namespace ridge::cpu {
 // Contract: W (n, k) @ X (m, k) -> Y (m, n), i.e. Y[i][j] = sum_c X[i][c] * W[j][c].
 //   W: TensorView of GGUF shape {k, n} (n rows of k elements) of any type dequantize_row knows;
 //      k a multiple of the type's block size. X: (m, k) f32 row-major. Y: (m, n) f32, not aliasing X.
-// Cost: FLOPs 2*m*n*k; bytes n*row_bytes(W.type, k) + 4*m*k + 4*m*n.
+// Cost: FLOPs 2*m*n*k; weight bytes n*row_bytes(W.type, k); activations read 4*m*k, written 4*m*n.
 Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y);
 
 // Decode form (m = 1): W (n, k) @ x (k) -> y (n). Same contract and cost with m = 1.

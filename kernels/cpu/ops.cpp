@@ -24,7 +24,11 @@ void check_token(const TensorView& table, int32_t tok, int64_t row) {
 
 Cost embed_cost(const TensorView& table, int64_t m) {
     const int64_t d = table.ne(0);
-    return {0.0, double(m) * double(row_bytes(table.type, d)) + 4.0 * double(m) + 4.0 * double(m * d)};
+    Cost c;
+    c.weight_bytes = double(m) * double(row_bytes(table.type, d));  // one table row per token
+    c.act_read = 4.0 * double(m);                                   // the token ids
+    c.act_written = 4.0 * double(m * d);
+    return c;
 }
 
 Cost embed_v0_scalar(const TensorView& table, const int32_t* tokens, int64_t m, float* out) {
@@ -47,7 +51,12 @@ Cost embed_v1_omp(const TensorView& table, const int32_t* tokens, int64_t m, flo
 // ---- RMSNorm ------------------------------------------------------------------------------
 
 Cost rmsnorm_cost(int64_t m, int64_t d) {
-    return {4.0 * double(m * d), 4.0 * double(2 * m * d + d)};
+    Cost c;
+    c.flops = 4.0 * double(m * d);
+    c.weight_bytes = 4.0 * double(d);  // the f32 norm weights, once per call
+    c.act_read = 4.0 * double(m * d);
+    c.act_written = 4.0 * double(m * d);
+    return c;
 }
 
 Cost rmsnorm_v0_scalar(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y) {
@@ -80,7 +89,11 @@ Cost rmsnorm_v1_omp(const float* x, const float* w, int64_t m, int64_t d, float 
 // ---- rotary position embedding ----------------------------------------------------------------
 
 Cost rope_cost(int64_t m, int n_heads, const RopeParams& p) {
-    return {6.0 * double(m) * n_heads * (p.rope_dim / 2), 8.0 * double(m) * n_heads * p.head_dim + 4.0 * double(m)};
+    Cost c;
+    c.flops = 6.0 * double(m) * n_heads * (p.rope_dim / 2);
+    c.act_read = 4.0 * double(m) * n_heads * p.head_dim + 4.0 * double(m);  // x and the positions
+    c.act_written = 4.0 * double(m) * n_heads * p.head_dim;
+    return c;
 }
 
 double rope_angle(int64_t pos, int i, int rope_dim, float freq_base) {
@@ -160,7 +173,13 @@ Cost rope_v1_omp(float* x, const int32_t* pos, int64_t m, int n_heads, const Rop
 
 // ---- softmax ----------------------------------------------------------------------------
 
-Cost softmax_cost(int64_t n) { return {4.0 * double(n), 8.0 * double(n)}; }
+Cost softmax_cost(int64_t n) {
+    Cost c;
+    c.flops = 4.0 * double(n);
+    c.act_read = 4.0 * double(n);
+    c.act_written = 4.0 * double(n);
+    return c;
+}
 
 Cost softmax_v0_scalar(float* x, int64_t n) {
     double max_x = x[0];
@@ -190,7 +209,13 @@ Cost softmax_v1(float* x, int64_t n) {
 
 // ---- SwiGLU -------------------------------------------------------------------------------
 
-Cost swiglu_cost(int64_t n) { return {5.0 * double(n), 12.0 * double(n)}; }
+Cost swiglu_cost(int64_t n) {
+    Cost c;
+    c.flops = 5.0 * double(n);
+    c.act_read = 8.0 * double(n);  // gate and up
+    c.act_written = 4.0 * double(n);
+    return c;
+}
 
 Cost swiglu_v0_scalar(const float* gate, const float* up, int64_t n, float* out) {
     for (int64_t c = 0; c < n; c++) {
@@ -211,7 +236,13 @@ Cost swiglu_v1_omp(const float* gate, const float* up, int64_t n, float* out) {
 
 // ---- residual add -----------------------------------------------------------------------------
 
-Cost add_cost(int64_t n) { return {double(n), 12.0 * double(n)}; }
+Cost add_cost(int64_t n) {
+    Cost c;
+    c.flops = double(n);
+    c.act_read = 8.0 * double(n);  // x and y
+    c.act_written = 4.0 * double(n);
+    return c;
+}
 
 Cost add_v0_scalar(float* x, const float* y, int64_t n) {
     for (int64_t c = 0; c < n; c++) x[c] += y[c];

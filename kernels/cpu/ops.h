@@ -16,7 +16,7 @@ namespace ridge::cpu {
 // Contract: out[i] = dequantize(table row tokens[i]) for i < m.
 //   table: GGUF shape {d, n_vocab} (n_vocab rows of d), any type dequantize_row knows.
 //   tokens: (m) ids, each in [0, n_vocab) (ridge::Error otherwise). out: (m, d) f32.
-// Cost: FLOPs 0; bytes m*row_bytes(table.type, d) + 4*m + 4*m*d.
+// Cost: FLOPs 0; weight bytes m*row_bytes(table.type, d); activations read 4*m (ids), written 4*m*d.
 Cost embed_cost(const TensorView& table, int64_t m);  // the cost above, alone (for planning)
 Cost embed_v0_scalar(const TensorView& table, const int32_t* tokens, int64_t m, float* out);
 Cost embed_v1_omp(const TensorView& table, const int32_t* tokens, int64_t m, float* out);
@@ -27,7 +27,7 @@ inline Cost embed(const TensorView& table, const int32_t* tokens, int64_t m, flo
 // ---- RMSNorm ------------------------------------------------------------------------------
 // Contract: y[i][c] = x[i][c] / sqrt(mean_c(x[i][c]^2) + eps) * w[c].
 //   x: (m, d), w: (d), y: (m, d); y may equal x (in place).
-// Cost: FLOPs 4*m*d (square-add, scale, weight); bytes 4*(2*m*d + d).
+// Cost: FLOPs 4*m*d (square-add, scale, weight); weight bytes 4*d; activations read 4*m*d, written 4*m*d.
 Cost rmsnorm_cost(int64_t m, int64_t d);
 Cost rmsnorm_v0_scalar(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y);
 Cost rmsnorm_v1_omp(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y);
@@ -47,7 +47,8 @@ double rope_angle(int64_t pos, int i, int rope_dim, float freq_base);
 // Contract: for every row r, head h, pair i < rope_dim/2 with (a, b) the pair's elements:
 //   (a, b) <- (a*cos t - b*sin t, a*sin t + b*cos t), t = rope_angle(pos[r], i, ...).
 //   x: (m, n_heads * head_dim) in place; pos: (m) positions >= 0. Elements past rope_dim untouched.
-// Cost: FLOPs 6*m*n_heads*rope_dim/2 (plus the angles); bytes 8*m*n_heads*head_dim + 4*m.
+// Cost: FLOPs 6*m*n_heads*rope_dim/2 (plus the angles); activations read 4*m*n_heads*head_dim + 4*m
+//   (x, pos), written 4*m*n_heads*head_dim.
 Cost rope_cost(int64_t m, int n_heads, const RopeParams& p);
 Cost rope_v0_scalar(float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p);
 Cost rope_v1_omp(float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p);
@@ -57,7 +58,7 @@ inline Cost rope(float* x, const int32_t* pos, int64_t m, int n_heads, const Rop
 
 // ---- softmax ----------------------------------------------------------------------------
 // Contract: x[c] <- exp(x[c] - max x) / sum_c exp(x[c] - max x), in place. x: (n), n >= 1.
-// Cost: FLOPs 4*n (max, subtract+exp, sum, divide; exp counted as one); bytes 8*n.
+// Cost: FLOPs 4*n (max, subtract+exp, sum, divide; exp counted as one); activations read 4*n, written 4*n.
 Cost softmax_cost(int64_t n);
 Cost softmax_v0_scalar(float* x, int64_t n);
 Cost softmax_v1(float* x, int64_t n);
@@ -66,7 +67,7 @@ inline Cost softmax(float* x, int64_t n) { return softmax_v1(x, n); }
 // ---- SwiGLU -------------------------------------------------------------------------------
 // Contract: out[c] = silu(gate[c]) * up[c], silu(g) = g / (1 + exp(-g)).
 //   gate, up, out: (n) (the caller passes m * n_ff); out may equal gate or up.
-// Cost: FLOPs 5*n (exp as one); bytes 12*n.
+// Cost: FLOPs 5*n (exp as one); activations read 8*n, written 4*n.
 Cost swiglu_cost(int64_t n);
 Cost swiglu_v0_scalar(const float* gate, const float* up, int64_t n, float* out);
 Cost swiglu_v1_omp(const float* gate, const float* up, int64_t n, float* out);
@@ -76,7 +77,7 @@ inline Cost swiglu(const float* gate, const float* up, int64_t n, float* out) {
 
 // ---- residual add -----------------------------------------------------------------------------
 // Contract: x[c] += y[c]. x, y: (n) (the caller passes m * d).
-// Cost: FLOPs n; bytes 12*n.
+// Cost: FLOPs n; activations read 8*n, written 4*n.
 Cost add_cost(int64_t n);
 Cost add_v0_scalar(float* x, const float* y, int64_t n);
 Cost add_v1_omp(float* x, const float* y, int64_t n);
