@@ -1,0 +1,277 @@
+// The counters against formulas worked out from the model's shapes (never against ridge's own
+// output): 2*m*n*k per matmul, one decode step's weight bytes = ModelStats::decode_bytes_per_token
+// (what `ridge info` reports), KV bytes read at position p, FLOPs per token = 2N + attention +
+// the element-wise ops, per-layer records summing to the totals, prefill and decode kept apart.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/counters.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/session.h"
+#include "weights/model_file.h"
+#include "weights/model_stats.h"
+
+namespace ridge {
+namespace {
+
+const std::string kStories = std::string(RIDGE_TESTDATA_DIR) + "/gguf-stories260K/stories260K.gguf";
+const std::string kSmol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+struct Loaded {
+    std::unique_ptr<ModelFile> file;
+    Model model;
+};
+
+const Loaded& load(const std::string& path) {
+    static std::vector<std::pair<std::string, std::unique_ptr<Loaded>>> cache;
+    for (auto& [p, l] : cache)
+        if (p == path) return *l;
+    auto l = std::make_unique<Loaded>();
+    l->file = ModelFile::open(path);
+    l->model = Model::from_file(*l->file);
+    cache.emplace_back(path, std::move(l));
+    return *cache.back().second;
+}
+
+const std::vector<std::string> kModels = {kStories, kSmol};
+const Op kMatmulOps[] = {Op::Q, Op::K, Op::V, Op::O, Op::Gate, Op::Up, Op::Down};
+
+// A session that has prefilled `prompt` tokens (ids 1, 2, ...) and then decoded `steps` more.
+struct Ran {
+    std::unique_ptr<Session> session;
+    int seq = 0;
+};
+Ran run(const Model& m, int prompt, int steps, DType kv = DType::F32, int max_rows = 256) {
+    SessionOptions so;
+    so.n_ctx = prompt + steps + 1;
+    so.kv_type = kv;
+    so.max_rows = max_rows;
+    Ran r{std::make_unique<Session>(m, so), 0};
+    r.seq = r.session->cache().new_sequence();
+    std::vector<int32_t> ids;
+    for (int i = 0; i < prompt; i++) ids.push_back(1 + i % (m.config.n_vocab - 1));
+    if (prompt > 0) r.session->prefill(r.seq, ids);
+    for (int i = 0; i < steps; i++) r.session->decode(r.seq, 1 + (prompt + i) % (m.config.n_vocab - 1));
+    return r;
+}
+
+// Elements of the matrices a token is multiplied by: every layer's q, k, v, o, gate, up, down and
+// the output head. That is every parameter except the norm weights and, when the output head is
+// not tied to it, the token embedding table (looked up, not multiplied). Tied: the table is the head.
+double matmul_params(const Model& m) {
+    const Config& c = m.config;
+    double n = double(m.n_params()) - double(2 * c.n_layers + 1) * c.n_embd;  // less the norms
+    if (m.output != m.token_embd) n -= double(m.token_embd->n_elements());
+    return n;
+}
+
+// ---- 2*m*n*k ---------------------------------------------------------------------------------
+
+TEST(Counters, EachProjectionCostsTwoMNK) {
+    for (const std::string& path : kModels) {
+        const Model& m = load(path).model;
+        const Config& c = m.config;
+        for (int T : {1, 7}) {
+            const Ran r = run(m, T, 0);
+            const Counters& k = r.session->prefill_stats.counters;
+            const double d = c.n_embd, L = c.n_layers;
+            // (T x d) . (d x q_dim) and friends, summed over the layers.
+            EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.flops, L * 2 * T * c.q_dim() * d) << path;
+            EXPECT_DOUBLE_EQ(k.op(Op::K).cost.flops, L * 2 * T * c.kv_dim() * d) << path;
+            EXPECT_DOUBLE_EQ(k.op(Op::V).cost.flops, L * 2 * T * c.kv_dim() * d) << path;
+            EXPECT_DOUBLE_EQ(k.op(Op::O).cost.flops, L * 2 * T * d * c.q_dim()) << path;
+            EXPECT_DOUBLE_EQ(k.op(Op::Gate).cost.flops, L * 2 * T * c.n_ff * d) << path;
+            EXPECT_DOUBLE_EQ(k.op(Op::Up).cost.flops, L * 2 * T * c.n_ff * d) << path;
+            EXPECT_DOUBLE_EQ(k.op(Op::Down).cost.flops, L * 2 * T * d * c.n_ff) << path;
+            // Logits for the last row only: (1 x d) . (d x n_vocab).
+            EXPECT_DOUBLE_EQ(k.op(Op::OutputHead).cost.flops, 2.0 * d * c.n_vocab) << path;
+            // Each weight matrix is read once per forward pass, whatever m is, in its stored format.
+            EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.weight_bytes,
+                             L * c.q_dim() * double(row_bytes(m.layers[0].attn_q->type, c.n_embd)))
+                << path;
+            EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.act_read, L * 4.0 * T * d) << path;
+            EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.act_written, L * 4.0 * T * c.q_dim()) << path;
+        }
+    }
+}
+
+// ---- weight bytes of a decode step = what `ridge info` reports --------------------------------
+
+// ModelStats::decode_bytes_per_token: every tensor once, except the token embedding table, of
+// which one row is read (plus the whole table as the output head when tied). The counters read
+// the same by construction: each linear layer and norm once, the embedding row of the token, the
+// head once; the definitions agree, so the numbers must be equal.
+TEST(Counters, DecodeWeightBytesEqualModelStats) {
+    for (const std::string& path : kModels) {
+        const Loaded& l = load(path);
+        const ModelStats stats = compute_stats(*l.file);
+        const Ran r = run(l.model, 3, 1);
+        const Counters& k = r.session->decode_stats.counters;
+        EXPECT_DOUBLE_EQ(k.total().cost.weight_bytes, double(stats.decode_bytes_per_token)) << path;
+        EXPECT_DOUBLE_EQ(k.op(Op::OutputHead).cost.weight_bytes, double(stats.output_head_bytes)) << path;
+        EXPECT_DOUBLE_EQ(k.op(Op::Embed).cost.weight_bytes, double(stats.embedding_row_bytes)) << path;
+        EXPECT_DOUBLE_EQ(l.model.weight_bytes_per_token(), double(stats.decode_bytes_per_token)) << path;
+    }
+}
+
+TEST(Counters, SmolLM2Q41WeightsAre20BytesPer32) {
+    const Model& m = load(kSmol).model;
+    ASSERT_EQ(m.layers[0].attn_q->type, DType::Q4_1);
+    const Ran r = run(m, 1, 1);
+    const Config& c = m.config;
+    const double q_weights = double(c.q_dim()) * c.n_embd;  // one layer's W_q
+    EXPECT_DOUBLE_EQ(r.session->decode_stats.counters.layers[0][size_t(Op::Q)].cost.weight_bytes,
+                     q_weights / 32 * 20);
+}
+
+// ---- KV cache bytes ---------------------------------------------------------------------------
+
+// A decode step at position p reads keys and values 0..p of every layer and kv head:
+// 2 * n_layers * n_kv_heads * head_dim * (p + 1) * bytes per value; it writes its own one.
+TEST(Counters, KVBytesOfADecodeStepAtPositionP) {
+    for (const std::string& path : kModels) {
+        const Model& m = load(path).model;
+        const Config& c = m.config;
+        for (DType kv : {DType::F32, DType::F16}) {
+            const double bpv = kv == DType::F32 ? 4 : 2;
+            for (int p : {0, 1, 16, 40}) {
+                // p tokens prefilled, then the decode step at position p.
+                SessionOptions so;
+                so.n_ctx = p + 1;
+                so.kv_type = kv;
+                Session s(m, so);
+                const int seq = s.cache().new_sequence();
+                if (p > 0) s.prefill(seq, std::vector<int32_t>(size_t(p), 1));
+                s.decode(seq, 2);
+                const Counters& k = s.decode_stats.counters;
+                const double per_key = double(c.n_layers) * c.n_kv_heads * c.head_dim * bpv;
+                const double read = k.op(Op::AttnScores).cost.kv_read + k.op(Op::AttnMix).cost.kv_read;
+                EXPECT_DOUBLE_EQ(read, 2 * per_key * (p + 1)) << path << " p " << p;
+                EXPECT_DOUBLE_EQ(k.op(Op::AttnScores).cost.kv_read, per_key * (p + 1)) << "keys";
+                EXPECT_DOUBLE_EQ(k.op(Op::AttnMix).cost.kv_read, per_key * (p + 1)) << "values";
+                EXPECT_DOUBLE_EQ(k.total().cost.kv_written, 2 * per_key) << path;
+                EXPECT_DOUBLE_EQ(k.op(Op::KVStore).cost.kv_written, 2 * per_key) << path;
+                EXPECT_DOUBLE_EQ(k.total().cost.kv_read, read) << "only attention reads the cache";
+            }
+        }
+    }
+}
+
+// ---- FLOPs per token ---------------------------------------------------------------------------
+
+// A decode step at position p: FLOPs = 2N (N = matmul_params: the matrices multiplied, head
+// included) + attention (4 * head_dim + 4) * n_layers * n_heads * (p + 1) (q.k and p.v, 2 * head_dim
+// each per key and head, and 4 for the softmax) + the element-wise ops (norms, rope, swiglu,
+// residual adds; the embedding lookup and the KV store do no arithmetic).
+TEST(Counters, DecodeFlopsAreTwoNPlusAttention) {
+    for (const std::string& path : kModels) {
+        const Model& m = load(path).model;
+        const Config& c = m.config;
+        for (int p : {0, 9, 30}) {
+            const Ran d = run(m, p, 1);  // p tokens prefilled, then the decode step at position p
+            const Counters& k = d.session->decode_stats.counters;
+            const double N = matmul_params(m), L = c.n_layers, H = c.n_heads, hd = c.head_dim;
+            double matmul = k.op(Op::OutputHead).cost.flops;
+            for (Op op : kMatmulOps) matmul += k.op(op).cost.flops;
+            EXPECT_DOUBLE_EQ(matmul, 2 * N) << path;
+            const double attention = 4 * L * H * hd * (p + 1) + 4 * L * H * (p + 1);
+            EXPECT_DOUBLE_EQ(k.op(Op::AttnScores).cost.flops + k.op(Op::AttnMix).cost.flops, attention) << path;
+            EXPECT_DOUBLE_EQ(k.op(Op::AttnMix).cost.flops, 2 * L * H * hd * (p + 1)) << path;
+            const double d_ = c.n_embd;
+            const double elementwise = 4 * d_ * (2 * L + 1)                                       // norms
+                                       + 6.0 * L * (c.n_heads + c.n_kv_heads) * (c.rope_dim / 2)  // rope
+                                       + 5.0 * L * c.n_ff                                       // swiglu
+                                       + 2.0 * L * d_;                                          // residuals
+            EXPECT_DOUBLE_EQ(k.total().cost.flops, 2 * N + attention + elementwise) << path;
+            // "about 2N": on SmolLM2 the element-wise ops are under 1% (stories260K, d = 64, is
+            // small enough for them to reach 2%).
+            EXPECT_LT(elementwise, (path == kSmol ? 0.01 : 0.05) * k.total().cost.flops) << path;
+        }
+    }
+}
+
+// ---- records add up ----------------------------------------------------------------------------
+
+TEST(Counters, LayersAndOpsSumToTheTotal) {
+    const Model& m = load(kSmol).model;
+    const Ran r = run(m, 6, 3);
+    for (const Counters* k : {&r.session->prefill_stats.counters, &r.session->decode_stats.counters}) {
+        ASSERT_EQ(k->layers.size(), size_t(m.config.n_layers));
+        const OpRecord total = k->total();
+        OpRecord by_layer = k->layer(-1), by_op;
+        for (int l = 0; l < m.config.n_layers; l++) by_layer += k->layer(l);
+        for (size_t i = 0; i < kNumOps; i++) by_op += k->op(Op(i));
+        for (const OpRecord* s : {&by_layer, &by_op}) {
+            EXPECT_NEAR(s->cost.flops, total.cost.flops, 1e-9 * total.cost.flops);
+            EXPECT_NEAR(s->cost.bytes(), total.cost.bytes(), 1e-9 * total.cost.bytes());
+            EXPECT_NEAR(s->cost.kv_read, total.cost.kv_read, 1e-9 * total.cost.kv_read);
+            EXPECT_NEAR(s->seconds, total.seconds, 1e-9);
+            EXPECT_EQ(s->calls, total.calls);
+        }
+        // Every layer has the same shapes and types, so the same cost; outside the layers only
+        // the embedding, final norm and output head.
+        for (int l = 1; l < m.config.n_layers; l++)
+            EXPECT_DOUBLE_EQ(k->layer(l).cost.bytes(), k->layer(0).cost.bytes()) << "layer " << l;
+        for (size_t i = 0; i < kNumOps; i++) {
+            const Op op = Op(i);
+            const bool outside = op == Op::Embed || op == Op::Norm || op == Op::OutputHead;
+            EXPECT_EQ(k->outside[i].calls > 0, outside) << op_name(op);
+            EXPECT_GT(k->op(op).calls, 0) << op_name(op);
+            EXPECT_GE(k->op(op).seconds, 0.0) << op_name(op);
+        }
+    }
+    // The kernels' time is inside the phase's wall time.
+    EXPECT_LE(r.session->decode_stats.counters.total().seconds, r.session->decode_stats.seconds);
+}
+
+// ---- prefill and decode apart ------------------------------------------------------------------
+
+TEST(Counters, PrefillAndDecodeAreSeparate) {
+    const Model& m = load(kStories).model;
+    const Config& c = m.config;
+    const int T = 20, n = 5;
+    const Ran r = run(m, T, n, DType::F32, /*max_rows=*/8);  // prefill in chunks of 8, 8, 4
+    const PhaseStats& pre = r.session->prefill_stats;
+    const PhaseStats& dec = r.session->decode_stats;
+    EXPECT_EQ(pre.tokens, T);
+    EXPECT_EQ(pre.calls, 3);
+    EXPECT_EQ(dec.tokens, n);
+    EXPECT_EQ(dec.calls, n);
+    const double per_row = 2.0 * c.q_dim() * c.n_embd * c.n_layers;
+    EXPECT_DOUBLE_EQ(pre.counters.op(Op::Q).cost.flops, T * per_row);
+    EXPECT_DOUBLE_EQ(dec.counters.op(Op::Q).cost.flops, n * per_row);
+    // One weight read per forward pass: three in prefill (its chunks), one per decode step.
+    const double wq = double(m.layers[0].attn_q->nbytes) * c.n_layers;
+    EXPECT_DOUBLE_EQ(pre.counters.op(Op::Q).cost.weight_bytes, 3 * wq);
+    EXPECT_DOUBLE_EQ(dec.counters.op(Op::Q).cost.weight_bytes, n * wq);
+    // Prefill attends to 1 + ... + T keys, decode to T+1 + ... + T+n.
+    const double kv_row = 2.0 * c.n_layers * c.kv_dim() * 4;
+    EXPECT_DOUBLE_EQ(pre.counters.total().cost.kv_read, kv_row * T * (T + 1) / 2);
+    EXPECT_DOUBLE_EQ(dec.counters.total().cost.kv_read, kv_row * ((T + n) * (T + n + 1) / 2 - T * (T + 1) / 2));
+    EXPECT_EQ(pre.counters.op(Op::OutputHead).calls, 1);  // logits for the last prompt row only
+    EXPECT_EQ(dec.counters.op(Op::OutputHead).calls, n);
+}
+
+TEST(Counters, CountingOffCountsNothingAndChangesNoResult) {
+    const Model& m = load(kStories).model;
+    SessionOptions so;
+    so.n_ctx = 16;
+    Session on(m, so);
+    so.count = false;
+    Session off(m, so);
+    const std::vector<int32_t> ids = {1, 5, 9, 13};
+    const int a = on.cache().new_sequence(), b = off.cache().new_sequence();
+    const float* la = on.prefill(a, ids);
+    const float* lb = off.prefill(b, ids);
+    for (int i = 0; i < m.config.n_vocab; i++) ASSERT_EQ(la[i], lb[i]) << i;
+    EXPECT_EQ(off.prefill_stats.counters.total().calls, 0);
+    EXPECT_EQ(off.prefill_stats.tokens, 4);  // the phase's tokens and time are still kept
+    EXPECT_GT(on.prefill_stats.counters.total().calls, 0);
+}
+
+}  // namespace
+}  // namespace ridge
