@@ -18,6 +18,7 @@
 #include "engine/session.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/model_args.h"
 #include "weights/error.h"
 #include "weights/model_file.h"
 
@@ -27,8 +28,7 @@ namespace {
 
 // Options shared by generate and chat.
 struct RunOptions {
-    std::string model_path;
-    std::string tokenizer_path;  // llama2.c tokenizer.bin (required for llama2.c checkpoints)
+    ModelArgs model;             // -m FILE [--tokenizer FILE] or --synthetic NAME
     int threads = 0;             // 0 = OpenMP's default
     bool threads_set = false;
     int n_ctx = 0;               // 0 = min(model context, 4096)
@@ -43,8 +43,7 @@ struct RunOptions {
 };
 
 void add_common_options(CLI::App* cmd, RunOptions& o) {
-    cmd->add_option("-m,--model", o.model_path, "model file: GGUF or llama2.c checkpoint (.bin)")->required();
-    cmd->add_option("--tokenizer", o.tokenizer_path, "llama2.c tokenizer.bin (needed for llama2.c checkpoints)");
+    o.model.add_options(cmd);
     cmd->add_option("-t,--threads", o.threads, "CPU threads (default: all)")->each([&o](const std::string&) {
         o.threads_set = true;
     });
@@ -98,15 +97,10 @@ void check_options(RunOptions& o) {
 Loaded load(const RunOptions& o) {
     Loaded L;
     if (o.threads_set) omp_set_num_threads(o.threads);
-    L.file = ModelFile::open(o.model_path);
+    L.file = o.model.open();
     L.model = Model::from_file(*L.file);
     const Config& c = L.model.config;
-    if (!o.tokenizer_path.empty())
-        L.tok = Tokenizer::from_llama2c(o.tokenizer_path, c.n_vocab);
-    else if (L.file->gguf())
-        L.tok = Tokenizer::from_gguf(*L.file->gguf());
-    else
-        throw Error(o.model_path + ": a llama2.c checkpoint carries no vocabulary: pass --tokenizer tokenizer.bin");
+    L.tok = o.model.open_tokenizer(*L.file);
     if (L.tok->n_vocab() != c.n_vocab)
         throw Error("tokenizer has " + std::to_string(L.tok->n_vocab()) + " tokens but the model's vocabulary is " +
                     std::to_string(c.n_vocab));
@@ -131,7 +125,7 @@ void print_load_info(const RunOptions& o, const Loaded& L) {
     const Config& c = L.model.config;
     std::fprintf(stderr, "ridge: %s: %s, %d layers, d %d, %d heads (%d kv), ff %d, vocab %d, %.1fM params, "
                          "%.1f MB of weights per token\n",
-                 o.model_path.c_str(), c.arch.c_str(), c.n_layers, c.n_embd, c.n_heads, c.n_kv_heads, c.n_ff,
+                 L.file->path().c_str(), c.arch.c_str(), c.n_layers, c.n_embd, c.n_heads, c.n_kv_heads, c.n_ff,
                  c.n_vocab, double(L.model.n_params()) / 1e6, L.model.weight_bytes_per_token() / 1e6);
     std::fprintf(stderr, "ridge: context %d tokens, KV cache %s %.1f MB; %d threads; sampler %s, temp %g, top-k %d, "
                          "top-p %g, min-p %g, repeat-penalty %g, seed %llu\n",
@@ -221,10 +215,10 @@ void run_chat(RunOptions& o, const std::optional<std::string>& system) {
     Session& s = *L.session;
     const Tokenizer& tok = *L.tok;
     if (!tok.find_token("<|im_start|>") || !tok.find_token("<|im_end|>"))
-        throw Error(o.model_path + ": the vocabulary has no <|im_start|>/<|im_end|> tokens; ridge chat speaks ChatML only");
+        throw Error(L.file->path() + ": the vocabulary has no <|im_start|>/<|im_end|> tokens; ridge chat speaks ChatML only");
     const std::string tmpl = tok.chat_template();
     if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos)
-        throw Error(o.model_path + ": the chat template is not ChatML; ridge chat speaks ChatML only");
+        throw Error(L.file->path() + ": the chat template is not ChatML; ridge chat speaks ChatML only");
     const std::string system_text = system ? *system : default_system_message(tmpl);
     print_load_info(o, L);
 

@@ -1,12 +1,13 @@
-// `ridge info -m MODEL [--metadata] [--tensors]`: what a model file holds and what it costs to run: the
-// config, parameter count, bytes per weight type, the weight bytes one decode step reads and the
-// KV cache bytes per token (numbers from weights/model_stats.h), optionally the metadata and
-// every tensor.
+// `ridge info (-m MODEL | --synthetic NAME) [--metadata] [--tensors]`: what a model holds and
+// what it costs to run: the config, parameter count, bytes per weight type, the weight bytes one
+// decode step reads and the KV cache bytes per token (numbers from weights/model_stats.h),
+// optionally the metadata and every tensor.
 #include <cinttypes>
 #include <cstdio>
 #include <string>
 
 #include "tools/commands.h"
+#include "tools/model_args.h"
 #include "weights/model_file.h"
 #include "weights/model_stats.h"
 
@@ -37,18 +38,30 @@ std::string human_count(int64_t n) {
     return buf;
 }
 
-void print_info(const std::string& path, bool list_metadata, bool list_tensors) {
-    auto m = ModelFile::open(path);
+void print_info(const ModelArgs& args, bool list_metadata, bool list_tensors) {
+    auto m = args.open();
     const Config& c = m->config();
     const ModelStats s = compute_stats(*m);
 
-    std::printf("file: %s\n", path.c_str());
-    if (const GGUFFile* g = m->gguf()) {
-        std::printf("format: GGUF v%u (%zu metadata keys, %zu tensors, alignment %zu, data at byte %zu)\n",
-                    g->version(), g->metadata().size(), g->tensors().size(), g->alignment(), g->data_offset());
-        std::printf("name: %s\n", g->get_string_or("general.name", "(none)").c_str());
-    } else {
-        std::printf("format: llama2.c checkpoint (%zu tensors)\n", m->tensors().size());
+    switch (m->format()) {
+        case ModelFormat::GGUF: {
+            const GGUFFile* g = m->gguf();
+            std::printf("file: %s\n", m->path().c_str());
+            std::printf("format: GGUF v%u (%zu metadata keys, %zu tensors, alignment %zu, data at byte %zu)\n",
+                        g->version(), g->metadata().size(), g->tensors().size(), g->alignment(), g->data_offset());
+            std::printf("name: %s\n", g->get_string_or("general.name", "(none)").c_str());
+            break;
+        }
+        case ModelFormat::Llama2c:
+            std::printf("file: %s\n", m->path().c_str());
+            std::printf("format: llama2.c checkpoint (%zu tensors)\n", m->tensors().size());
+            break;
+        case ModelFormat::Synthetic:
+            std::printf("model: %s\n", m->path().c_str());
+            std::printf("format: synthetic (%zu tensors of seeded random weights in memory; offsets are into "
+                        "that memory; the text it writes is meaningless)\n",
+                        m->tensors().size());
+            break;
     }
     std::printf("architecture: %s\n", c.arch.c_str());
     std::printf("config:\n");
@@ -99,10 +112,10 @@ void print_info(const std::string& path, bool list_metadata, bool list_tensors) 
 
 void register_info(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("info", "Show a model's config, sizes and per-token costs");
-    auto model = std::make_shared<std::string>();
+    auto model = std::make_shared<ModelArgs>();
     auto metadata = std::make_shared<bool>(false);
     auto tensors = std::make_shared<bool>(false);
-    cmd->add_option("-m,--model", *model, "model file (GGUF or llama2.c .bin)")->required();
+    model->add_options(cmd, /*with_tokenizer=*/false);
     cmd->add_flag("--metadata", *metadata, "also list every GGUF metadata key and (shortened) value");
     cmd->add_flag("--tensors", *tensors, "also list every tensor: name, type, shape, bytes, file offset");
     cmd->callback([model, metadata, tensors] { print_info(*model, *metadata, *tensors); });

@@ -1,10 +1,9 @@
 // `ridge tokenize`: text (-p TEXT or -f FILE) -> token ids with the model's tokenizer (GGUF
-// metadata, or a llama2.c tokenizer .bin via --tokenizer). Prints "id<TAB>piece" per token, the
-// piece as its decoded bytes with C-style escapes (special tokens as their stored text), or with
-// --ids just the ids on one line.
+// metadata, a llama2.c tokenizer .bin via --tokenizer, or a synthetic model's byte stand-in).
+// Prints "id<TAB>piece" per token, the piece as its decoded bytes with C-style escapes (special
+// tokens as their stored text), or with --ids just the ids on one line.
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -15,19 +14,18 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 #include "tools/commands.h"
+#include "tools/model_args.h"
 #include "weights/error.h"
-#include "weights/gguf.h"
 
 namespace ridge::cli {
 
 namespace {
 
 struct TokenizeOptions {
-    std::string model_path;
+    ModelArgs model;
     std::string prompt;
     bool prompt_set = false;
     std::string file_path;
-    std::string tokenizer_path;
     bool ids_only = false;
     bool no_bos = false;
     bool parse_special = false;
@@ -39,35 +37,6 @@ std::string read_binary_file(const std::string& path, const std::string& what) {
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (in.bad()) throw Error(path + ": read error");
     return bytes;
-}
-
-// The first bytes of the model file: "GGUF" magic, or a llama2.c checkpoint header of seven
-// int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len).
-struct ModelHeader {
-    bool is_gguf = false;
-    int32_t llama2c_vocab_size = 0;  // |header[5]|: negative means a separate classifier follows
-};
-
-ModelHeader read_model_header(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open model file: " + std::strerror(errno));
-    char head[28] = {};
-    in.read(head, sizeof head);
-    const size_t got = size_t(in.gcount());
-    ModelHeader h;
-    if (got >= 4 && std::memcmp(head, "GGUF", 4) == 0) {
-        h.is_gguf = true;
-        return h;
-    }
-    if (got < sizeof head)
-        throw Error(path + ": neither GGUF (no 'GGUF' magic) nor a llama2.c checkpoint (" + std::to_string(got) +
-                    " bytes, the header alone is 28)");
-    int32_t vocab = 0;
-    std::memcpy(&vocab, head + 20, 4);
-    if (vocab == 0 || vocab == INT32_MIN)
-        throw Error(path + ": llama2.c checkpoint header has vocab_size " + std::to_string(vocab));
-    h.llama2c_vocab_size = std::abs(vocab);
-    return h;
 }
 
 // A piece for display: printable UTF-8 as is; backslash, control characters and bytes that are
@@ -108,25 +77,7 @@ void run_tokenize(const TokenizeOptions& o) {
     const std::string text = o.prompt_set ? o.prompt : read_binary_file(o.file_path, "text file");
     utf8::require_valid(text, o.prompt_set ? std::string("-p text") : o.file_path);
 
-    const ModelHeader header = read_model_header(o.model_path);
-    std::unique_ptr<GGUFFile> gguf;
-    std::unique_ptr<Tokenizer> tok;
-    if (!o.tokenizer_path.empty()) {
-        int vocab_size = header.llama2c_vocab_size;
-        if (header.is_gguf) {
-            gguf = GGUFFile::open(o.model_path);
-            if (!gguf->has("tokenizer.ggml.tokens"))
-                throw Error(o.model_path + ": --tokenizer needs the vocabulary size, and this GGUF file has no "
-                            "'tokenizer.ggml.tokens' to take it from");
-            vocab_size = int(gguf->get_string_array("tokenizer.ggml.tokens").size());
-        }
-        tok = Tokenizer::from_llama2c(o.tokenizer_path, vocab_size);
-    } else if (header.is_gguf) {
-        gguf = GGUFFile::open(o.model_path);
-        tok = Tokenizer::from_gguf(*gguf);
-    } else {
-        throw Error(o.model_path + ": a llama2.c checkpoint carries no vocabulary: pass --tokenizer tokenizer.bin");
-    }
+    const std::unique_ptr<Tokenizer> tok = o.model.open_tokenizer();
 
     const bool add_bos = tok->add_bos_default() && !o.no_bos;
     const std::vector<int32_t> ids = tok->encode(text, add_bos, o.parse_special);
@@ -158,8 +109,7 @@ void run_tokenize(const TokenizeOptions& o) {
 void register_tokenize(CLI::App& app) {
     auto o = std::make_shared<TokenizeOptions>();
     CLI::App* cmd = app.add_subcommand("tokenize", "show the token ids of a text");
-    cmd->add_option("-m,--model", o->model_path, "model file: GGUF, or a llama2.c checkpoint with --tokenizer")
-        ->required();
+    o->model.add_options(cmd);
     cmd->add_option("-p,--prompt", o->prompt, "text to tokenize")->each([o](const std::string&) {
         o->prompt_set = true;
     });
@@ -167,7 +117,6 @@ void register_tokenize(CLI::App& app) {
     cmd->add_flag("--ids", o->ids_only, "print only the ids, space-separated on one line");
     cmd->add_flag("--no-bos", o->no_bos, "do not prepend BOS even if the tokenizer adds it by default");
     cmd->add_flag("--parse-special", o->parse_special, "recognise special-token texts such as <|im_start|>");
-    cmd->add_option("--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (needed for llama2.c checkpoints)");
     cmd->callback([o] { run_tokenize(*o); });
 }
 

@@ -1,6 +1,7 @@
 // ModelFile: one loaded model, whatever its file format (GGUF, or a llama2.c checkpoint .bin),
 // seen the same way: a Config and named TensorViews (GGUF names: "token_embd.weight",
-// "blk.3.attn_q.weight", ...) pointing into the read-only mapping of the file.
+// "blk.3.attn_q.weight", ...) pointing into the read-only mapping of the file (or, for a
+// synthetic model from weights/synthetic.h, into memory the ModelFile owns).
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -15,7 +16,7 @@
 
 namespace ridge {
 
-enum class ModelFormat { GGUF, Llama2c };
+enum class ModelFormat { GGUF, Llama2c, Synthetic };  // Synthetic: no file, see weights/synthetic.h
 
 class ModelFile {
 public:

@@ -1,0 +1,93 @@
+// ModelArgs: the -m / --synthetic options every subcommand shares, the checks on how they combine,
+// and the choice of tokenizer for each kind of model (GGUF metadata, llama2.c tokenizer.bin, or
+// the byte stand-in of a synthetic model).
+#include "tools/model_args.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "tokenizer/byte_tokenizer.h"
+#include "weights/error.h"
+#include "weights/gguf.h"
+#include "weights/synthetic.h"
+
+namespace ridge::cli {
+
+namespace {
+
+// Whether the file starts with the "GGUF" magic (else ModelFile::open takes it for a llama2.c
+// checkpoint); ridge::Error naming the file when it cannot be opened.
+bool starts_with_gguf_magic(const std::string& path) {
+    std::FILE* fp = std::fopen(path.c_str(), "rb");
+    if (!fp) throw Error(path + ": cannot open: " + std::strerror(errno));
+    char magic[4] = {};
+    const size_t got = std::fread(magic, 1, 4, fp);
+    std::fclose(fp);
+    return got == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+}  // namespace
+
+void ModelArgs::add_options(CLI::App* cmd, bool with_tokenizer) {
+    cmd->add_option("-m,--model", path, "model file: GGUF, or a llama2.c checkpoint (.bin) with --tokenizer");
+    if (with_tokenizer)
+        cmd->add_option("--tokenizer", tokenizer_path, "llama2.c tokenizer.bin (needed for llama2.c checkpoints)");
+    cmd->add_option("--synthetic", synthetic,
+                    "instead of -m: a model of a real shape with seeded random weights, built in memory (" +
+                        synthetic_names() + "); its text is meaningless, its speed is real");
+    cmd->add_option("--synthetic-type", synthetic_type, "weight type of a synthetic model: " + synthetic_type_names())
+        ->capture_default_str()
+        ->each([this](const std::string&) { synthetic_type_given = true; });
+    cmd->add_option("--synthetic-seed", synthetic_seed, "seed of a synthetic model's weights")
+        ->capture_default_str()
+        ->each([this](const std::string&) { synthetic_seed_given = true; });
+}
+
+void ModelArgs::validate() const {
+    if (path.empty() && synthetic.empty())
+        throw Error("no model given: pass -m/--model FILE or --synthetic NAME (" + synthetic_names() + ")");
+    if (!path.empty() && !synthetic.empty())
+        throw Error("-m/--model and --synthetic both given: pass one of them");
+    if (synthetic.empty() && (synthetic_type_given || synthetic_seed_given))
+        throw Error(std::string(synthetic_type_given ? "--synthetic-type" : "--synthetic-seed") +
+                    " applies to --synthetic models only");
+    if (!synthetic.empty() && !tokenizer_path.empty())
+        throw Error("--tokenizer applies to llama2.c checkpoints; a --synthetic model has its own byte tokenizer");
+}
+
+std::unique_ptr<ModelFile> ModelArgs::open() const {
+    validate();
+    if (!synthetic.empty())
+        return make_synthetic_model(synthetic, synthetic_type_from_name(synthetic_type), synthetic_seed);
+    return ModelFile::open(path);
+}
+
+std::unique_ptr<Tokenizer> ModelArgs::open_tokenizer(const ModelFile& model) const {
+    if (model.format() == ModelFormat::Synthetic) return make_byte_tokenizer(model.config().n_vocab);
+    if (!tokenizer_path.empty()) return Tokenizer::from_llama2c(tokenizer_path, model.config().n_vocab);
+    if (model.gguf()) return Tokenizer::from_gguf(*model.gguf());
+    throw Error(model.path() + ": a llama2.c checkpoint carries no vocabulary: pass --tokenizer tokenizer.bin");
+}
+
+std::unique_ptr<Tokenizer> ModelArgs::open_tokenizer() const {
+    validate();
+    if (!synthetic.empty()) {
+        synthetic_type_from_name(synthetic_type);  // the same errors as open() would give
+        return make_byte_tokenizer(synthetic_config(synthetic).n_vocab);
+    }
+    // A GGUF file: its metadata alone (no llama config needed, so vocabulary-only files work).
+    std::unique_ptr<GGUFFile> gguf;
+    if (starts_with_gguf_magic(path)) gguf = GGUFFile::open(path);
+    if (gguf && tokenizer_path.empty()) return Tokenizer::from_gguf(*gguf);
+    if (gguf) {
+        if (!gguf->has("tokenizer.ggml.tokens"))
+            throw Error(path + ": --tokenizer needs the vocabulary size, and this GGUF file has no "
+                        "'tokenizer.ggml.tokens' to take it from");
+        return Tokenizer::from_llama2c(tokenizer_path, int(gguf->get_string_array("tokenizer.ggml.tokens").size()));
+    }
+    const std::unique_ptr<ModelFile> model = ModelFile::open(path);  // llama2.c: maps and checks the header
+    return open_tokenizer(*model);
+}
+
+}  // namespace ridge::cli
