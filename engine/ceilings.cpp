@@ -142,6 +142,8 @@ std::string ceilings_to_json(const Ceilings& c) {
     j["matmul_name"] = c.matmul_name;
     j["ridge_point"] = c.ridge_point();  // derived (peak / bandwidth), for readers; not read back
     j["quick"] = c.quick;
+    j["bandwidth_buffer_bytes"] = c.bandwidth_bytes;
+    j["reps"] = c.reps;
     j["cpu"] = c.cpu;
     j["measured_at"] = c.measured_at;
     return j.dump(2) + "\n";
@@ -167,6 +169,8 @@ std::optional<Ceilings> load_ceilings(const std::string& path) {
         c.matmul_gflops = j.value("matmul_gflops", 0.0);
         c.matmul_name = j.value("matmul_name", std::string());
         c.quick = j.value("quick", false);
+        c.bandwidth_bytes = j.value("bandwidth_buffer_bytes", size_t(0));
+        c.reps = j.value("reps", 0);
         c.cpu = j.value("cpu", std::string());
         c.measured_at = j.value("measured_at", std::string());
     } catch (const nlohmann::json::exception& e) {
@@ -219,6 +223,8 @@ Ceilings measure_ceilings(const ProbeOptions& opt) {
     Ceilings c;
     c.threads = opt.threads;
     c.quick = opt.quick;
+    c.bandwidth_bytes = bw_bytes;
+    c.reps = reps;
     c.cpu = cpu_name();
 
     const std::vector<ProbeSample> bw = probe_read_bandwidth(bw_bytes, reps, opt.threads);

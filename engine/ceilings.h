@@ -17,6 +17,8 @@ struct Ceilings {
     std::string cpu;               // model name, from /proc/cpuinfo
     std::string measured_at;       // ISO 8601 time
     bool quick = false;            // measured with ProbeOptions::quick (smaller, fewer repetitions)
+    size_t bandwidth_bytes = 0;    // size of the buffer the bandwidth probe streamed
+    int reps = 0;                  // repetitions of the bandwidth and FMA probes
     std::string path;              // where it was loaded from / saved to (not serialized)
 
     double peak_gflops() const { return fma_gflops; }                          // the compute ceiling

@@ -42,6 +42,8 @@ Ceilings sample() {
     c.cpu = "Test CPU \"quoted\"";
     c.measured_at = "2026-11-29T12:00:00Z";
     c.quick = true;
+    c.bandwidth_bytes = size_t(1) << 30;
+    c.reps = 7;
     return c;
 }
 
@@ -74,6 +76,8 @@ TEST(Ceilings, JsonRoundTrip) {
     EXPECT_EQ(back->cpu, c.cpu);
     EXPECT_EQ(back->measured_at, c.measured_at);
     EXPECT_EQ(back->quick, c.quick);
+    EXPECT_EQ(back->bandwidth_bytes, c.bandwidth_bytes);
+    EXPECT_EQ(back->reps, c.reps);
     EXPECT_EQ(back->path, path);
 
     // The text is what ceilings_to_json makes, and carries the derived ridge point for readers.
@@ -142,6 +146,8 @@ TEST(Ceilings, QuickProbeGivesPositiveFiniteNumbers) {
         EXPECT_GT(v, 0.0);
     }
     EXPECT_GE(c.bandwidth_spread, 0.0);
+    EXPECT_GE(c.bandwidth_bytes, size_t(32) << 20);  // larger than a last-level cache
+    EXPECT_GE(c.reps, 1);
     EXPECT_FALSE(c.cpu.empty());
     EXPECT_FALSE(c.measured_at.empty());
     EXPECT_NE(c.matmul_name.find("v2_eigen"), std::string::npos);

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     ridge::cli::register_info(app);
     ridge::cli::register_tokenize(app);
     ridge::cli::register_generate(app);
+    ridge::cli::register_probe(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

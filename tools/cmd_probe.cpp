@@ -1,0 +1,73 @@
+// `ridge probe [-t THREADS] [--json] [-o FILE] [--quick]`: measures this machine's roofline with the
+// engine's threads (streaming read bandwidth, FMA peak, the engine's f32 matmul), prints it with the
+// ridge point I* = peak / bandwidth, and saves it as JSON for bench, explain and roofline to reuse.
+#include <omp.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "engine/ceilings.h"
+#include "tools/commands.h"
+#include "weights/error.h"
+
+namespace ridge::cli {
+
+namespace {
+
+struct ProbeArgs {
+    int threads = 0;  // 0: OpenMP's default, as generate uses
+    bool threads_set = false;
+    bool json = false;
+    bool quick = false;
+    std::string out_path;  // -o; default: default_ceilings_path(threads)
+};
+
+void print_ceilings(const Ceilings& c) {
+    std::printf("cpu: %s\n", c.cpu.c_str());
+    std::printf("threads: %d%s\n", c.threads, c.quick ? " (quick probe: smaller buffer, fewer repetitions)" : "");
+    std::printf("bandwidth: %.1f GB/s  (streaming read of %zu MiB, median of %d, spread %.0f%%)\n", c.bandwidth_gbs,
+                c.bandwidth_bytes >> 20, c.reps, 100.0 * c.bandwidth_spread);
+    std::printf("fma peak: %.1f GFLOP/s  (independent AVX2 FMA chains, the compute ceiling)\n", c.fma_gflops);
+    std::printf("matmul: %.1f GFLOP/s  (%s, %.0f%% of the FMA peak)\n", c.matmul_gflops, c.matmul_name.c_str(),
+                c.fma_gflops > 0 ? 100.0 * c.matmul_gflops / c.fma_gflops : 0.0);
+    std::printf("ridge point: I* = %.2f FLOP/byte  (fma peak / bandwidth)\n", c.ridge_point());
+    std::printf("operations below %.2f FLOP/byte are memory-bound here; at or above it, compute-bound.\n",
+                c.ridge_point());
+}
+
+void run_probe(const ProbeArgs& a) {
+    if (a.threads_set && a.threads <= 0) throw Error("-t/--threads " + std::to_string(a.threads) + " must be >= 1");
+    ProbeOptions opt;
+    opt.threads = a.threads_set ? a.threads : omp_get_max_threads();
+    opt.quick = a.quick;
+    const std::string path = a.out_path.empty() ? default_ceilings_path(opt.threads) : a.out_path;
+
+    std::fprintf(stderr, "ridge: probing with %d threads (%s)...\n", opt.threads,
+                 a.quick ? "quick" : "a few seconds; other work on this machine disturbs the numbers");
+    Ceilings c = measure_ceilings(opt);
+    save_ceilings(c, path);
+    c.path = path;
+    if (a.json)
+        std::fputs(ceilings_to_json(c).c_str(), stdout);
+    else
+        print_ceilings(c);
+    std::fflush(stdout);
+    std::fprintf(stderr, "ridge: saved to %s\n", path.c_str());
+}
+
+}  // namespace
+
+void register_probe(CLI::App& app) {
+    CLI::App* cmd = app.add_subcommand("probe", "Measure this machine's roofline: bandwidth, peak FLOP/s, ridge point");
+    auto a = std::make_shared<ProbeArgs>();
+    cmd->add_option("-t,--threads", a->threads, "CPU threads (default: all, as generate)")
+        ->each([a](const std::string&) { a->threads_set = true; });
+    cmd->add_flag("--json", a->json, "print the JSON that is saved instead of the table");
+    cmd->add_option("-o,--output", a->out_path,
+                    "where to save (default: $RIDGE_PROBE_FILE, else ~/.cache/ridge/probe-t<threads>.json)");
+    cmd->add_flag("--quick", a->quick, "a smaller, faster probe (128 MiB, 3 repetitions; less precise)");
+    cmd->callback([a] { run_probe(*a); });
+}
+
+}  // namespace ridge::cli
