@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/ceilings.h"
+#include "kernels/cpu/probe.h"
 #include "tools/commands.h"
 #include "weights/error.h"
 
@@ -28,7 +29,8 @@ void print_ceilings(const Ceilings& c) {
     std::printf("threads: %d%s\n", c.threads, c.quick ? " (quick probe: smaller buffer, fewer repetitions)" : "");
     std::printf("bandwidth: %.1f GB/s  (streaming read of %zu MiB, median of %d, spread %.0f%%)\n", c.bandwidth_gbs,
                 c.bandwidth_bytes >> 20, c.reps, 100.0 * c.bandwidth_spread);
-    std::printf("fma peak: %.1f GFLOP/s  (independent AVX2 FMA chains, the compute ceiling)\n", c.fma_gflops);
+    std::printf("fma peak: %.1f GFLOP/s  (independent %d-lane FMA chains, the compute ceiling)\n", c.fma_gflops,
+                kProbeFmaLanes);
     std::printf("matmul: %.1f GFLOP/s  (%s, %.0f%% of the FMA peak)\n", c.matmul_gflops, c.matmul_name.c_str(),
                 c.fma_gflops > 0 ? 100.0 * c.matmul_gflops / c.fma_gflops : 0.0);
     std::printf("ridge point: I* = %.2f FLOP/byte  (fma peak / bandwidth)\n", c.ridge_point());

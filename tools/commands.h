@@ -10,5 +10,6 @@ void register_tokenize(CLI::App& app);  // tools/cmd_tokenize.cpp
 void register_generate(CLI::App& app);  // tools/cmd_generate.cpp (generate and chat)
 void register_probe(CLI::App& app);     // tools/cmd_probe.cpp
 void register_explain(CLI::App& app);   // tools/cmd_explain.cpp
+void register_bench(CLI::App& app);     // tools/cmd_bench.cpp
 
 }  // namespace ridge::cli

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
     ridge::cli::register_tokenize(app);
     ridge::cli::register_generate(app);
     ridge::cli::register_probe(app);
+    ridge::cli::register_bench(app);
+    ridge::cli::register_explain(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

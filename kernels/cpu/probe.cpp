@@ -92,7 +92,18 @@ std::vector<ProbeSample> probe_fma_peak(long iters, int reps, int threads) {
         auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : total)
         {
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__)
+            // The widest vectors the build targets (the engine's kernels, Eigen included, use
+            // them too): 12 chains of 16 lanes, enough to cover FMA latency on two pipes.
+            __m512 acc[12];
+            for (int c = 0; c < 12; c++) acc[c] = _mm512_set1_ps(0.001f * float(c + omp_get_thread_num()));
+            const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
+            for (long i = 0; i < iters; i++)
+                for (int c = 0; c < 12; c++) acc[c] = _mm512_fmadd_ps(acc[c], mul, add);
+            __m512 s = acc[0];
+            for (int c = 1; c < 12; c++) s = _mm512_add_ps(s, acc[c]);
+            total += _mm512_reduce_add_ps(s);
+#elif defined(__AVX2__) && defined(__FMA__)
             // 12 chains: enough to cover FMA latency (4-5 cycles) on two pipes.
             __m256 acc[12];
             for (int c = 0; c < 12; c++) acc[c] = _mm256_set1_ps(0.001f * float(c + omp_get_thread_num()));
@@ -117,7 +128,7 @@ std::vector<ProbeSample> probe_fma_peak(long iters, int reps, int threads) {
         }
         double s = seconds_since(t0);
         sink = sink + total;
-        double flops = double(threads) * double(iters) * 12 * 8 * 2;
+        double flops = double(threads) * double(iters) * 12 * kProbeFmaLanes * 2;
         out.push_back({s, flops / s / 1e9});
     }
     return out;

@@ -16,8 +16,16 @@ struct ProbeSample {
 // Cost: FLOPs ~ bytes/4 (one add per float); bytes read = bytes per repetition.
 std::vector<ProbeSample> probe_read_bandwidth(size_t bytes, int reps, int threads);
 
-// Runs `iters` rounds of 12 independent 8-wide FMA chains per thread; one sample per repetition.
-// Cost: FLOPs = threads * iters * 12 * 8 * 2 per repetition; no memory traffic.
+// Lanes of the widest float vector this build targets: 16 with AVX-512, else 8 (AVX2, or the
+// plain C++ fallback written 8 wide).
+#if defined(__AVX512F__)
+constexpr int kProbeFmaLanes = 16;
+#else
+constexpr int kProbeFmaLanes = 8;
+#endif
+
+// Runs `iters` rounds of 12 independent kProbeFmaLanes-wide FMA chains per thread; one sample per
+// repetition. Cost: FLOPs = threads * iters * 12 * kProbeFmaLanes * 2 per repetition; no memory traffic.
 std::vector<ProbeSample> probe_fma_peak(long iters, int reps, int threads);
 
 // Scalar twin of the bandwidth probe's sum (the reference its result is checked against).

@@ -1,0 +1,181 @@
+// Explain (see explain.h): walks the ops of forward() in order, asking each kernel's *_cost
+// function what it would cost for the given rows and positions, and sums them per layer and pass.
+// Nothing here runs a kernel or reads a clock.
+#include "engine/explain.h"
+
+#include <algorithm>
+#include <string>
+
+#include "engine/kv_cache.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "weights/error.h"
+#include "weights/model_stats.h"
+
+namespace ridge {
+
+namespace {
+
+// "(a×b)"
+std::string dims(int64_t a, int64_t b) {
+    std::string s = "(";
+    s += std::to_string(a);
+    s += "×";
+    s += std::to_string(b);
+    s += ")";
+    return s;
+}
+
+std::string type_name(DType t) { return std::string(dtype_name(t)); }
+
+// in (m x k) · W (k x n), W stored as a GGUF {k, n} tensor.
+ExplainOp matmul_op(Op kind, const std::string& name, const std::string& in, const std::string& w_name,
+                    const TensorView& W, int64_t m) {
+    const int64_t k = W.ne(0), n = W.ne(1);
+    return {kind, name, in + dims(m, k) + " · " + w_name + dims(k, n), type_name(W.type), cpu::matmul_cost(W, m)};
+}
+
+ExplainOp f32_op(Op kind, const std::string& name, const std::string& shape, const cpu::Cost& cost) {
+    return {kind, name, shape, "F32", cost};
+}
+
+// The ops of one layer for `rows` rows at positions first_pos.., in forward() order.
+std::vector<ExplainOp> layer_ops(const Config& c, const LayerWeights& L, int64_t rows, int64_t n_keys,
+                                 int64_t first_pos, DType kv_type) {
+    const int64_t m = rows, d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
+    const cpu::RopeParams rope{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style};
+    const cpu::AttentionShape heads{c.n_heads, c.n_kv_heads, c.head_dim};
+    const std::string kv = type_name(kv_type);
+    const int64_t seen = first_pos + m;  // positions the last row sees
+    const std::string causal = m == 1 ? "" : " causal";
+    const cpu::AttentionCost attn = cpu::attention_cost(m, double(n_keys), int(kv_dim), kv_type, heads);
+    const std::string h = std::to_string(c.n_heads) + "h × ";
+    return {
+        f32_op(Op::Norm, "attn_norm", "rmsnorm x" + dims(m, d), cpu::rmsnorm_cost(m, d)),
+        matmul_op(Op::Q, "q", "x", "Wq", *L.attn_q, m),
+        matmul_op(Op::K, "k", "x", "Wk", *L.attn_k, m),
+        matmul_op(Op::V, "v", "x", "Wv", *L.attn_v, m),
+        f32_op(Op::Rope, "rope", "q" + dims(m, q_dim) + ", k" + dims(m, kv_dim),
+               cpu::rope_cost(m, c.n_heads, rope) + cpu::rope_cost(m, c.n_kv_heads, rope)),
+        {Op::KVStore, "kv_store", "k, v" + dims(m, kv_dim) + " → cache", kv, cpu::kv_store_cost(m, kv_dim, kv_type)},
+        // One attention kernel, in its two products: the scores Q·Kᵀ/sqrt(head_dim) with their
+        // softmax (reading every key), then the mix P·V (reading every value).
+        {Op::AttnScores, "attn_scores", h + "q" + dims(m, c.head_dim) + " · Kᵀ" + dims(c.head_dim, seen) + causal, kv,
+         attn.scores},
+        {Op::AttnMix, "attn_mix", h + "p" + dims(m, seen) + " · V" + dims(seen, c.head_dim) + causal, kv, attn.mix},
+        matmul_op(Op::O, "o", "attn", "Wo", *L.attn_output, m),
+        f32_op(Op::Residual, "attn_resid", "x" + dims(m, d) + " += attn_out", cpu::add_cost(m * d)),
+        f32_op(Op::Norm, "ffn_norm", "rmsnorm x" + dims(m, d), cpu::rmsnorm_cost(m, d)),
+        matmul_op(Op::Gate, "gate", "x", "Wgate", *L.ffn_gate, m),
+        matmul_op(Op::Up, "up", "x", "Wup", *L.ffn_up, m),
+        f32_op(Op::Swiglu, "swiglu", "silu(gate) * up" + dims(m, n_ff), cpu::swiglu_cost(m * n_ff)),
+        matmul_op(Op::Down, "down", "act", "Wdown", *L.ffn_down, m),
+        f32_op(Op::Residual, "ffn_resid", "x" + dims(m, d) + " += ffn_out", cpu::add_cost(m * d)),
+    };
+}
+
+// Embedding lookup before the layers; final norm and logits (for m_out rows) after them.
+std::vector<ExplainOp> outside_ops(const Model& model, int64_t rows, int64_t m_out) {
+    const Config& c = model.config;
+    // forward() normalizes each logits row with its own call.
+    const cpu::Cost final_norm = cpu::Cost(cpu::rmsnorm_cost(1, c.n_embd)).scale(double(m_out));
+    return {
+        {Op::Embed, "embedding", std::to_string(rows) + (rows == 1 ? " row" : " rows") + " of E" +
+                                     dims(c.n_vocab, c.n_embd),
+         type_name(model.token_embd->type), cpu::embed_cost(*model.token_embd, rows)},
+        f32_op(Op::Norm, "final_norm", "rmsnorm x" + dims(m_out, c.n_embd), final_norm),
+        matmul_op(Op::OutputHead, "logits", "x", c.tied_output ? "Eᵀ" : "Wout", *model.output, m_out),
+    };
+}
+
+bool same_types(const LayerWeights& a, const LayerWeights& b) {
+    const TensorView* x[] = {a.attn_q, a.attn_k, a.attn_v, a.attn_output, a.ffn_gate, a.ffn_up, a.ffn_down};
+    const TensorView* y[] = {b.attn_q, b.attn_k, b.attn_v, b.attn_output, b.ffn_gate, b.ffn_up, b.ffn_down};
+    for (size_t i = 0; i < std::size(x); i++)
+        if (x[i]->type != y[i]->type) return false;
+    return true;
+}
+
+// rows consecutive rows of one sequence starting at first_pos; logits for the last row only.
+ExplainPhase make_phase(const std::string& name, const Model& model, int64_t rows, int64_t first_pos, DType kv_type) {
+    const Config& c = model.config;
+    ExplainPhase p;
+    p.name = name;
+    p.rows = rows;
+    p.first_pos = first_pos;
+    // Row i sees positions 0..first_pos+i: the sum of (first_pos + i + 1).
+    p.n_keys = rows * (first_pos + 1) + rows * (rows - 1) / 2;
+    for (int l = 0; l < c.n_layers; l++) {
+        std::vector<ExplainOp> ops = layer_ops(c, model.layers[size_t(l)], rows, p.n_keys, first_pos, kv_type);
+        for (const ExplainOp& op : ops) {
+            p.layers += op.cost;
+            p.by_op[size_t(op.op)] += op.cost;
+        }
+        if (l == 0) p.layer = std::move(ops);
+    }
+    p.outside = outside_ops(model, rows, 1);
+    p.total = p.layers;
+    for (const ExplainOp& op : p.outside) {
+        p.total += op.cost;
+        p.by_op[size_t(op.op)] += op.cost;
+    }
+    return p;
+}
+
+}  // namespace
+
+uint64_t Explain::memory_bytes() const {
+    return weight_bytes + (opt.kv_type == DType::F16 ? kv_bytes_f16 : kv_bytes_f32) + activation_bytes;
+}
+
+uint64_t workspace_bytes(const Config& c, int64_t m, int64_t m_out) {
+    const int64_t d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
+    // x, x_norm, attn_out, ffn_out (d); q, attn (q_dim); k, v (kv_dim); gate, up, act (n_ff).
+    const int64_t floats = m * (4 * d + 2 * q_dim + 2 * kv_dim + 3 * n_ff) + m_out * (d + c.n_vocab);
+    return uint64_t(floats) * sizeof(float) + uint64_t(m) * (sizeof(int64_t) + sizeof(cpu::AttentionRow));
+}
+
+Explain explain_model(const ModelFile& file, const ExplainOptions& opt) {
+    if (opt.tokens < 1) throw Error("explain: tokens T = " + std::to_string(opt.tokens) + " must be >= 1");
+    if (opt.context < 1) throw Error("explain: context c = " + std::to_string(opt.context) + " must be >= 1");
+    if (opt.kv_type != DType::F32 && opt.kv_type != DType::F16)
+        throw Error("explain: KV cache type " + type_name(opt.kv_type) + " must be F32 or F16");
+    const Model model = Model::from_file(file);
+    const Config& c = model.config;
+    const ModelStats stats = compute_stats(file);
+
+    Explain e;
+    e.config = c;
+    e.opt = opt;
+    e.prefill = make_phase("prefill", model, opt.tokens, 0, opt.kv_type);
+    e.decode = make_phase("decode", model, 1, opt.context - 1, opt.kv_type);
+    for (const LayerWeights& L : model.layers) e.layers_differ = e.layers_differ || !same_types(L, model.layers[0]);
+    e.n_params = stats.n_params;
+    e.weight_bytes = stats.weight_bytes;
+    e.n_ctx = std::max(opt.tokens, opt.context);
+    e.kv_bytes_f32 = uint64_t(KVCache::bytes_per_token(c, DType::F32)) * uint64_t(e.n_ctx);
+    e.kv_bytes_f16 = uint64_t(KVCache::bytes_per_token(c, DType::F16)) * uint64_t(e.n_ctx);
+    e.activation_bytes = workspace_bytes(c, opt.tokens, 1);
+    return e;
+}
+
+Bound roofline_bound(const cpu::Cost& cost, const Ceilings& ceil) {
+    if (cost.memory_bytes() <= 0) return Bound::Cache;
+    return cost.intensity() < ceil.ridge_point() ? Bound::Memory : Bound::Compute;
+}
+
+const char* bound_name(Bound b) {
+    switch (b) {
+        case Bound::Memory: return "memory";
+        case Bound::Compute: return "compute";
+        case Bound::Cache: return "cache";
+    }
+    return "?";
+}
+
+double min_seconds(const cpu::Cost& cost, const Ceilings& ceil) {
+    return std::max(cost.flops / (ceil.peak_gflops() * 1e9), cost.memory_bytes() / (ceil.bandwidth_gbs * 1e9));
+}
+
+}  // namespace ridge

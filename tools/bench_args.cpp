@@ -1,0 +1,49 @@
+// BenchArgs (see bench_args.h): option binding, checks, and fetching the ceilings.
+#include "tools/bench_args.h"
+
+#include <omp.h>
+
+#include <cstdio>
+#include <string>
+
+#include "weights/error.h"
+
+namespace ridge::cli {
+
+void BenchArgs::add_options(CLI::App* cmd) {
+    model.add_options(cmd, /*with_tokenizer=*/false);
+    cmd->add_option("-p,--n-prompt", opt.n_prompt, "prefill test: prompt tokens (0 skips it)")->capture_default_str();
+    cmd->add_option("-n,--n-gen", opt.n_gen, "decode test: generated tokens (0 skips it)")->capture_default_str();
+    cmd->add_option("-r,--repetitions", opt.reps, "timed repetitions of each test (after one warm-up)")
+        ->capture_default_str();
+    cmd->add_option("-t,--threads", threads, "CPU threads (default: all)")->each([this](const std::string&) {
+        threads_set = true;
+    });
+    cmd->add_option("-b,--batch", opt.max_rows, "most prompt tokens per forward pass")->capture_default_str();
+    cmd->add_option("--kv-type", kv_type, "KV cache element type: f32 or f16")->capture_default_str();
+    cmd->add_option("--seed", opt.seed, "seed of the random prompt and decode token ids")->capture_default_str();
+}
+
+int BenchArgs::check_and_apply() {
+    if (opt.n_prompt < 0) throw Error("-p/--n-prompt " + std::to_string(opt.n_prompt) + " must be >= 0");
+    if (opt.n_gen < 0) throw Error("-n/--n-gen " + std::to_string(opt.n_gen) + " must be >= 0");
+    if (opt.n_prompt == 0 && opt.n_gen == 0) throw Error("-p 0 and -n 0 leave no test to run");
+    if (opt.reps < 1) throw Error("-r/--repetitions " + std::to_string(opt.reps) + " must be >= 1");
+    if (threads_set && threads < 1) throw Error("-t/--threads " + std::to_string(threads) + " must be >= 1");
+    if (opt.max_rows < 1) throw Error("-b/--batch " + std::to_string(opt.max_rows) + " must be >= 1");
+    if (kv_type != "f32" && kv_type != "f16") throw Error("--kv-type '" + kv_type + "' must be f32 or f16");
+    opt.kv_type = kv_type == "f16" ? DType::F16 : DType::F32;
+    if (threads_set) omp_set_num_threads(threads);
+    return omp_get_max_threads();
+}
+
+Ceilings machine_ceilings(int threads) {
+    const std::string path = default_ceilings_path(threads);
+    const std::optional<Ceilings> saved = load_ceilings(path);
+    if (!saved || saved->threads != threads)
+        std::fprintf(stderr, "ridge: no ceilings saved for %d threads (%s): measuring them now, as `ridge probe` does\n",
+                     threads, path.c_str());
+    return ceilings_for(threads);
+}
+
+}  // namespace ridge::cli

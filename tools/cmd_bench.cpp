@@ -1,0 +1,195 @@
+// `ridge bench (-m MODEL | --synthetic NAME) [-p 512] [-n 128] [-r 5] [-t THREADS] [--json]`:
+// llama-bench-style prefill (ppP) and decode (tgN) tests with, for each, tokens/s (median and
+// spread), FLOPs and bytes per token from the counters, achieved GB/s and GFLOP/s, arithmetic
+// intensity and the share of the roofline bound reached. A Markdown table, or one JSON document
+// (fields: README "ridge bench --json fields").
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/bench.h"
+#include "engine/model.h"
+#include "tools/bench_args.h"
+#include "tools/commands.h"
+#include "weights/model_file.h"
+#include "weights/model_stats.h"
+
+namespace ridge::cli {
+
+namespace {
+
+struct BenchCommand {
+    BenchArgs args;
+    bool json = false;
+    bool no_count = false;
+};
+
+// 1234567 -> "1.23 M" (SI prefixes; unit appended by the caller).
+std::string si(double v) {
+    const char* prefixes[] = {"", "k", "M", "G", "T"};
+    int i = 0;
+    while (std::abs(v) >= 1000 && i < 4) v /= 1000, i++;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, prefixes[i]);
+    return buf;
+}
+
+std::string types_of(const ModelStats& s) {
+    std::string t;
+    for (const TypeStats& ts : s.by_type) t += (t.empty() ? "" : "+") + std::string(dtype_name(ts.type));
+    return t;
+}
+
+nlohmann::ordered_json cost_json(const cpu::Cost& c) {
+    nlohmann::ordered_json j;
+    j["flops"] = c.flops;
+    j["bytes"] = c.memory_bytes();
+    j["weight_bytes"] = c.weight_bytes;
+    j["kv_read_bytes"] = c.kv_read;
+    j["kv_written_bytes"] = c.kv_written;
+    j["activation_read_bytes"] = c.act_read;
+    j["activation_written_bytes"] = c.act_written;
+    return j;
+}
+
+nlohmann::ordered_json test_json(const BenchTest& t) {
+    const PhaseReport& r = t.report;
+    nlohmann::ordered_json j;
+    j["name"] = t.name;
+    j["phase"] = phase_name(t.phase);
+    j["n_tokens"] = t.n_tokens;
+    j["n_past"] = t.n_past;
+    j["tokens_per_second"] = {{"median", t.tokens_per_second.median}, {"min", t.tokens_per_second.min},
+                              {"max", t.tokens_per_second.max},       {"stdev", t.tokens_per_second.stdev},
+                              {"samples", t.samples}};
+    j["per_token"] = cost_json(r.per_token);
+    j["intensity"] = r.intensity;
+    j["achieved_gbs"] = r.achieved_gbs;
+    j["achieved_gflops"] = r.achieved_gflops;
+    if (r.has_bound) {
+        j["bound"] = r.compute_bound ? "compute" : "memory";
+        j["bound_tokens_per_second"] = r.bound_tokens_per_second;
+        j["percent_of_bound"] = r.percent_of_bound;
+    } else {
+        j["bound"] = nullptr;
+        j["bound_tokens_per_second"] = nullptr;
+        j["percent_of_bound"] = nullptr;
+    }
+    const OpRecord total = t.counters.total();
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < kNumOps; i++) {
+        const OpRecord o = t.counters.op(Op(i));
+        if (o.calls == 0) continue;
+        const double tok = double(t.counted_tokens);
+        nlohmann::ordered_json e;
+        e["op"] = op_name(Op(i));
+        e["calls_per_token"] = double(o.calls) / tok;
+        e["flops_per_token"] = o.cost.flops / tok;
+        e["bytes_per_token"] = o.cost.memory_bytes() / tok;
+        e["activation_bytes_per_token"] = (o.cost.act_read + o.cost.act_written) / tok;
+        e["intensity"] = o.cost.intensity();
+        e["time_share"] = total.seconds > 0 ? o.seconds / total.seconds : 0.0;
+        e["gflops"] = o.seconds > 0 ? o.cost.flops / o.seconds / 1e9 : 0.0;
+        e["gbs"] = o.seconds > 0 ? o.cost.memory_bytes() / o.seconds / 1e9 : 0.0;
+        ops.push_back(e);
+    }
+    j["ops"] = ops;
+    return j;
+}
+
+void run(BenchCommand& cmd) {
+    BenchArgs& a = cmd.args;
+    const int threads = a.check_and_apply();
+    a.opt.count = !cmd.no_count;
+    const std::unique_ptr<ModelFile> file = a.model.open();
+    const Model model = Model::from_file(*file);
+    const ModelStats stats = compute_stats(*file);
+    const Config& c = model.config;
+    bool measured_now = false;
+    const Ceilings ceil = machine_ceilings(threads);
+    measured_now = ceil.measured_at.empty() ? false : measured_now;
+    const BenchResult res = run_bench(model, a.opt, &ceil);
+
+    if (cmd.json) {
+        nlohmann::ordered_json j;
+        j["model"] = {{"path", file->path()},
+                      {"arch", c.arch},
+                      {"n_params", stats.n_params},
+                      {"n_layers", c.n_layers},
+                      {"n_embd", c.n_embd},
+                      {"weight_types", types_of(stats)},
+                      {"weight_bytes", stats.weight_bytes},
+                      {"decode_weight_bytes", stats.decode_bytes_per_token}};
+        j["threads"] = res.threads;
+        j["kv_type"] = a.kv_type;
+        j["batch"] = a.opt.max_rows;
+        j["repetitions"] = a.opt.reps;
+        j["seed"] = a.opt.seed;
+        j["counting"] = a.opt.count;
+        j["ceilings"] = {{"threads", ceil.threads},
+                         {"bandwidth_gbs", ceil.bandwidth_gbs},
+                         {"peak_gflops", ceil.peak_gflops()},
+                         {"matmul_gflops", ceil.matmul_gflops},
+                         {"ridge_point", ceil.ridge_point()},
+                         {"path", ceil.path},
+                         {"cpu", ceil.cpu},
+                         {"measured_at", ceil.measured_at}};
+        j["peak_rss_bytes"] = res.peak_rss_bytes;
+        nlohmann::ordered_json tests = nlohmann::ordered_json::array();
+        for (const BenchTest& t : res.tests) tests.push_back(test_json(t));
+        j["tests"] = tests;
+        std::printf("%s\n", j.dump(2).c_str());
+        return;
+    }
+
+    std::printf("model: %s (%s, %s params, %sB of %s weights), %d threads, KV cache %s, batch %d, "
+                "%d repetitions after a warm-up%s\n\n",
+                file->path().c_str(), c.arch.c_str(), si(double(stats.n_params)).c_str(),
+                si(double(stats.weight_bytes)).c_str(), types_of(stats).c_str(), res.threads, a.kv_type.c_str(),
+                a.opt.max_rows, a.opt.reps, a.opt.count ? "" : ", counting off");
+    std::printf("| test | t/s | min .. max | FLOP/token | bytes/token | FLOP/byte | GB/s | GFLOP/s | bound t/s | "
+                "%% of bound |\n");
+    std::printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    for (const BenchTest& t : res.tests) {
+        const PhaseReport& r = t.report;
+        char bound[64] = "-", pct[32] = "-";
+        if (r.has_bound) {
+            std::snprintf(bound, sizeof bound, "%.2f (%s)", r.bound_tokens_per_second,
+                          r.compute_bound ? "compute" : "memory");
+            std::snprintf(pct, sizeof pct, "%.1f", r.percent_of_bound);
+        }
+        std::printf("| %s | %.2f ± %.2f | %.2f .. %.2f | %s | %sB | %.2f | %.2f | %.2f | %s | %s |\n", t.name.c_str(),
+                    t.tokens_per_second.median, t.tokens_per_second.stdev, t.tokens_per_second.min,
+                    t.tokens_per_second.max, si(r.flops_per_token).c_str(), si(r.bytes_per_token).c_str(),
+                    r.intensity, r.achieved_gbs, r.achieved_gflops, bound, pct);
+    }
+    std::printf("\n");
+    for (const BenchTest& t : res.tests)
+        if (t.phase == Phase::Decode)
+            std::printf("%s: decode of %d tokens after a %d-token prompt; ", t.name.c_str(), t.n_tokens, t.n_past);
+    std::printf("bytes = weights + KV cache read and written (activations, in cache, apart):");
+    for (const BenchTest& t : res.tests)
+        std::printf(" %s activations %sB/token;", t.name.c_str(),
+                    si(t.report.per_token.act_read + t.report.per_token.act_written).c_str());
+    std::printf("\nceilings: %.2f GB/s read, %.1f GFLOP/s FMA peak, ridge point %.2f FLOP/byte (%d threads; %s%s)\n",
+                ceil.bandwidth_gbs, ceil.peak_gflops(), ceil.ridge_point(), ceil.threads, ceil.path.c_str(),
+                ceil.measured_at.empty() ? "" : (", measured " + ceil.measured_at).c_str());
+    std::printf("peak resident memory: %sB\n", si(res.peak_rss_bytes).c_str());
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+    auto cmd = std::make_shared<BenchCommand>();
+    CLI::App* sub = app.add_subcommand(
+        "bench", "llama-bench-style prefill/decode speed, with FLOPs, bytes and the roofline bound per token");
+    cmd->args.add_options(sub);
+    sub->add_flag("--json", cmd->json, "print one JSON document (README: ridge bench --json fields)");
+    sub->add_flag("--no-count", cmd->no_count,
+                  "timed runs without counters (measures what counting costs; costs come from the warm-up)");
+    sub->callback([cmd] { run(*cmd); });
+}
+
+}  // namespace ridge::cli
