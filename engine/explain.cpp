@@ -17,14 +17,14 @@ namespace ridge {
 
 namespace {
 
-// "(a×b)"
-std::string dims(int64_t a, int64_t b) {
-    std::string s = "(";
-    s += std::to_string(a);
-    s += "×";
-    s += std::to_string(b);
-    s += ")";
-    return s;
+// "name(a×b)". (Built by appending: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&.)
+std::string dims(std::string name, int64_t a, int64_t b) {
+    name += "(";
+    name += std::to_string(a);
+    name += "×";
+    name += std::to_string(b);
+    name += ")";
+    return name;
 }
 
 std::string type_name(DType t) { return std::string(dtype_name(t)); }
@@ -33,7 +33,7 @@ std::string type_name(DType t) { return std::string(dtype_name(t)); }
 ExplainOp matmul_op(Op kind, const std::string& name, const std::string& in, const std::string& w_name,
                     const TensorView& W, int64_t m) {
     const int64_t k = W.ne(0), n = W.ne(1);
-    return {kind, name, in + dims(m, k) + " · " + w_name + dims(k, n), type_name(W.type), cpu::matmul_cost(W, m)};
+    return {kind, name, dims(dims(in, m, k) + " · " + w_name, k, n), type_name(W.type), cpu::matmul_cost(W, m)};
 }
 
 ExplainOp f32_op(Op kind, const std::string& name, const std::string& shape, const cpu::Cost& cost) {
@@ -52,26 +52,26 @@ std::vector<ExplainOp> layer_ops(const Config& c, const LayerWeights& L, int64_t
     const cpu::AttentionCost attn = cpu::attention_cost(m, double(n_keys), int(kv_dim), kv_type, heads);
     const std::string h = std::to_string(c.n_heads) + "h × ";
     return {
-        f32_op(Op::Norm, "attn_norm", "rmsnorm x" + dims(m, d), cpu::rmsnorm_cost(m, d)),
+        f32_op(Op::Norm, "attn_norm", dims("rmsnorm x", m, d), cpu::rmsnorm_cost(m, d)),
         matmul_op(Op::Q, "q", "x", "Wq", *L.attn_q, m),
         matmul_op(Op::K, "k", "x", "Wk", *L.attn_k, m),
         matmul_op(Op::V, "v", "x", "Wv", *L.attn_v, m),
-        f32_op(Op::Rope, "rope", "q" + dims(m, q_dim) + ", k" + dims(m, kv_dim),
+        f32_op(Op::Rope, "rope", dims(dims("q", m, q_dim) + ", k", m, kv_dim),
                cpu::rope_cost(m, c.n_heads, rope) + cpu::rope_cost(m, c.n_kv_heads, rope)),
-        {Op::KVStore, "kv_store", "k, v" + dims(m, kv_dim) + " → cache", kv, cpu::kv_store_cost(m, kv_dim, kv_type)},
+        {Op::KVStore, "kv_store", dims("k, v", m, kv_dim) + " → cache", kv, cpu::kv_store_cost(m, kv_dim, kv_type)},
         // One attention kernel, in its two products: the scores Q·Kᵀ/sqrt(head_dim) with their
         // softmax (reading every key), then the mix P·V (reading every value).
-        {Op::AttnScores, "attn_scores", h + "q" + dims(m, c.head_dim) + " · Kᵀ" + dims(c.head_dim, seen) + causal, kv,
+        {Op::AttnScores, "attn_scores", dims(dims(h + "q", m, c.head_dim) + " · Kᵀ", c.head_dim, seen) + causal, kv,
          attn.scores},
-        {Op::AttnMix, "attn_mix", h + "p" + dims(m, seen) + " · V" + dims(seen, c.head_dim) + causal, kv, attn.mix},
+        {Op::AttnMix, "attn_mix", dims(dims(h + "p", m, seen) + " · V", seen, c.head_dim) + causal, kv, attn.mix},
         matmul_op(Op::O, "o", "attn", "Wo", *L.attn_output, m),
-        f32_op(Op::Residual, "attn_resid", "x" + dims(m, d) + " += attn_out", cpu::add_cost(m * d)),
-        f32_op(Op::Norm, "ffn_norm", "rmsnorm x" + dims(m, d), cpu::rmsnorm_cost(m, d)),
+        f32_op(Op::Residual, "attn_resid", dims("x", m, d) + " += attn_out", cpu::add_cost(m * d)),
+        f32_op(Op::Norm, "ffn_norm", dims("rmsnorm x", m, d), cpu::rmsnorm_cost(m, d)),
         matmul_op(Op::Gate, "gate", "x", "Wgate", *L.ffn_gate, m),
         matmul_op(Op::Up, "up", "x", "Wup", *L.ffn_up, m),
-        f32_op(Op::Swiglu, "swiglu", "silu(gate) * up" + dims(m, n_ff), cpu::swiglu_cost(m * n_ff)),
+        f32_op(Op::Swiglu, "swiglu", dims("silu(gate) * up", m, n_ff), cpu::swiglu_cost(m * n_ff)),
         matmul_op(Op::Down, "down", "act", "Wdown", *L.ffn_down, m),
-        f32_op(Op::Residual, "ffn_resid", "x" + dims(m, d) + " += ffn_out", cpu::add_cost(m * d)),
+        f32_op(Op::Residual, "ffn_resid", dims("x", m, d) + " += ffn_out", cpu::add_cost(m * d)),
     };
 }
 
@@ -81,10 +81,9 @@ std::vector<ExplainOp> outside_ops(const Model& model, int64_t rows, int64_t m_o
     // forward() normalizes each logits row with its own call.
     const cpu::Cost final_norm = cpu::Cost(cpu::rmsnorm_cost(1, c.n_embd)).scale(double(m_out));
     return {
-        {Op::Embed, "embedding", std::to_string(rows) + (rows == 1 ? " row" : " rows") + " of E" +
-                                     dims(c.n_vocab, c.n_embd),
+        {Op::Embed, "embedding", dims(std::to_string(rows) + (rows == 1 ? " row" : " rows") + " of E", c.n_vocab, c.n_embd),
          type_name(model.token_embd->type), cpu::embed_cost(*model.token_embd, rows)},
-        f32_op(Op::Norm, "final_norm", "rmsnorm x" + dims(m_out, c.n_embd), final_norm),
+        f32_op(Op::Norm, "final_norm", dims("rmsnorm x", m_out, c.n_embd), final_norm),
         matmul_op(Op::OutputHead, "logits", "x", c.tied_output ? "Eᵀ" : "Wout", *model.output, m_out),
     };
 }
