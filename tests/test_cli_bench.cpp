@@ -1,0 +1,202 @@
+// `ridge bench` as a user runs it, against a probe file the test writes ($RIDGE_PROBE_FILE, so no
+// probe runs): --json is one JSON document whose numbers hold together (% of bound = 100 t/s ÷
+// bound, GB/s = bytes per token × t/s, the bound from the file's ceilings, decode weight bytes as
+// `ridge info` counts them), the Markdown table has its header and one row per test, and bad input
+// gives one line and a non-zero exit. Speeds are only checked to be positive, never compared.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.h"
+
+namespace {
+
+using cli_test::ridge;
+using cli_test::RunResult;
+
+const std::string kStories = std::string(RIDGE_TESTDATA_DIR) + "/gguf-stories260K/stories260K.gguf";
+
+// The file's ceilings: 20 GB/s, 100 GFLOP/s, I* = 5 FLOP/byte.
+const double kBandwidth = 20.0, kPeak = 100.0;
+
+void expect_rel(double a, double b, double rel, const std::string& what) {
+    EXPECT_NEAR(a, b, rel * std::max(std::abs(a), std::abs(b))) << what;
+}
+
+nlohmann::json bench_json(const std::vector<std::string>& extra, const std::string& probe) {
+    std::vector<std::string> args = {"bench", "-m", kStories, "-t", "2", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const RunResult r = ridge(args, {{"RIDGE_PROBE_FILE", probe}});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.err, "");  // the saved ceilings are used: no note, no probe
+    return nlohmann::json::parse(r.out);  // the whole of stdout is one document
+}
+
+TEST(CliBench, JsonHoldsEveryFieldWithSaneValues) {
+    const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
+    const nlohmann::json j = bench_json({"-p", "16", "-n", "8", "-r", "2"}, probe);
+
+    EXPECT_EQ(j["model"]["path"], kStories);
+    EXPECT_EQ(j["model"]["arch"], "llama");
+    EXPECT_EQ(j["model"]["n_layers"], 5);
+    EXPECT_EQ(j["model"]["n_embd"], 64);
+    EXPECT_EQ(j["model"]["weight_types"], "F32");
+    EXPECT_EQ(j["threads"], 2);
+    EXPECT_EQ(j["repetitions"], 2);
+    EXPECT_EQ(j["kv_type"], "f32");
+    EXPECT_EQ(j["counting"], true);
+    EXPECT_GT(j["peak_rss_bytes"].get<double>(), 1e6);  // at least the program and the model
+
+    // The ceilings, as the file has them.
+    const auto& c = j["ceilings"];
+    EXPECT_EQ(c["path"], probe);
+    EXPECT_EQ(c["threads"], 2);
+    EXPECT_DOUBLE_EQ(c["bandwidth_gbs"].get<double>(), kBandwidth);
+    EXPECT_DOUBLE_EQ(c["peak_gflops"].get<double>(), kPeak);
+    EXPECT_DOUBLE_EQ(c["matmul_gflops"].get<double>(), 0.5 * kPeak);
+    EXPECT_DOUBLE_EQ(c["ridge_point"].get<double>(), kPeak / kBandwidth);
+    EXPECT_EQ(c["cpu"], "Test CPU");
+    EXPECT_EQ(c["measured_at"], "2026-01-02T03:04:05Z");
+
+    const auto& tests = j["tests"];
+    ASSERT_EQ(tests.size(), 2u);
+    EXPECT_EQ(tests[0]["name"], "pp16");
+    EXPECT_EQ(tests[0]["phase"], "prefill");
+    EXPECT_EQ(tests[0]["n_tokens"], 16);
+    EXPECT_EQ(tests[0]["n_past"], 0);
+    EXPECT_EQ(tests[1]["name"], "tg8");
+    EXPECT_EQ(tests[1]["phase"], "decode");
+    EXPECT_EQ(tests[1]["n_tokens"], 8);
+    for (const auto& t : tests) {
+        const std::string name = t["name"];
+        const auto& tps = t["tokens_per_second"];
+        ASSERT_EQ(tps["samples"].size(), 2u) << name;
+        const double median = tps["median"], lo = tps["min"], hi = tps["max"];
+        EXPECT_GT(lo, 0.0) << name;
+        EXPECT_LE(lo, median) << name;
+        EXPECT_LE(median, hi) << name;
+        EXPECT_GE(tps["stdev"].get<double>(), 0.0) << name;
+        const double s0 = tps["samples"][0], s1 = tps["samples"][1];
+        expect_rel(median, 0.5 * (s0 + s1), 1e-12, name + " median of two");
+
+        const auto& pt = t["per_token"];
+        const double flops = pt["flops"], bytes = pt["bytes"];
+        EXPECT_GT(flops, 0.0) << name;
+        expect_rel(bytes, pt["weight_bytes"].get<double>() + pt["kv_read_bytes"].get<double>() +
+                              pt["kv_written_bytes"].get<double>(), 1e-12, name + " bytes = weights + KV");
+        EXPECT_GT(pt["activation_read_bytes"].get<double>(), 0.0) << name;
+        expect_rel(t["intensity"], flops / bytes, 1e-12, name + " intensity");
+        expect_rel(t["achieved_gbs"], bytes * median / 1e9, 1e-12, name + " GB/s");
+        expect_rel(t["achieved_gflops"], flops * median / 1e9, 1e-12, name + " GFLOP/s");
+
+        // The bound from the file's ceilings: min(peak, I × bandwidth) ÷ FLOPs per token.
+        const double I = flops / bytes;
+        const double bound = std::min(kPeak, I * kBandwidth) * 1e9 / flops;
+        expect_rel(t["bound_tokens_per_second"], bound, 1e-12, name + " bound");
+        EXPECT_EQ(t["bound"], I >= kPeak / kBandwidth ? "compute" : "memory") << name;
+        expect_rel(t["percent_of_bound"], 100.0 * median / bound, 1e-12, name + " % of bound");
+
+        // The ops add up to the token's cost.
+        double op_flops = 0, op_bytes = 0, share = 0;
+        std::vector<std::string> ops;
+        for (const auto& o : t["ops"]) {
+            ops.push_back(o["op"]);
+            op_flops += o["flops_per_token"].get<double>();
+            op_bytes += o["bytes_per_token"].get<double>();
+            share += o["time_share"].get<double>();
+        }
+        expect_rel(op_flops, flops, 1e-9, name + " ops' FLOPs");
+        expect_rel(op_bytes, bytes, 1e-9, name + " ops' bytes");
+        expect_rel(share, 1.0, 1e-9, name + " time shares");
+        for (const char* op : {"embedding", "q", "attn_scores", "down", "output_head"})
+            EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << name << " " << op;
+    }
+    // A decode step reads every weight once, one embedding row: `ridge info`'s count.
+    EXPECT_DOUBLE_EQ(tests[1]["per_token"]["weight_bytes"].get<double>(),
+                     j["model"]["decode_weight_bytes"].get<double>());
+    EXPECT_EQ(tests[1]["bound"], "memory");  // a matrix-vector product, I < 1
+    expect_rel(tests[1]["bound_tokens_per_second"],
+               kBandwidth * 1e9 / tests[1]["per_token"]["bytes"].get<double>(), 1e-12, "decode bound = bw ÷ bytes");
+}
+
+TEST(CliBench, OneTestAloneAndCountingOff) {
+    const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
+    nlohmann::json j = bench_json({"-p", "0", "-n", "4", "-r", "1"}, probe);
+    ASSERT_EQ(j["tests"].size(), 1u);
+    EXPECT_EQ(j["tests"][0]["name"], "tg4");
+    j = bench_json({"-p", "8", "-n", "0", "-r", "3", "--no-count"}, probe);
+    ASSERT_EQ(j["tests"].size(), 1u);
+    const auto& t = j["tests"][0];
+    EXPECT_EQ(t["name"], "pp8");
+    EXPECT_EQ(j["counting"], false);
+    EXPECT_EQ(t["tokens_per_second"]["samples"].size(), 3u);
+    EXPECT_GT(t["per_token"]["flops"].get<double>(), 0.0);  // from the counted warm-up
+    EXPECT_GT(t["percent_of_bound"].get<double>(), 0.0);
+}
+
+TEST(CliBench, MarkdownTableHasTheHeaderAndOneRowPerTest) {
+    const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
+    const RunResult r =
+        ridge({"bench", "-m", kStories, "-t", "2", "-p", "16", "-n", "8", "-r", "1"}, {{"RIDGE_PROBE_FILE", probe}});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    std::vector<std::string> table;
+    std::stringstream ss(r.out);
+    for (std::string l; std::getline(ss, l);)
+        if (!l.empty() && l[0] == '|') table.push_back(l);
+    ASSERT_EQ(table.size(), 4u) << r.out;
+    EXPECT_EQ(table[0],
+              "| test | t/s | min .. max | FLOP/token | bytes/token | FLOP/byte | GB/s | GFLOP/s | bound t/s | % of bound |");
+    EXPECT_EQ(table[1].substr(0, 8), "|---|--:");
+    EXPECT_EQ(table[2].rfind("| pp16 | ", 0), 0u) << table[2];
+    EXPECT_EQ(table[3].rfind("| tg8 | ", 0), 0u) << table[3];
+    EXPECT_NE(table[3].find("(memory)"), std::string::npos) << table[3];
+    for (size_t i = 2; i < 4; i++)  // ten columns
+        EXPECT_EQ(std::count(table[i].begin(), table[i].end(), '|'), 11) << table[i];
+    EXPECT_NE(r.out.find("ceilings: 20.00 GB/s read, 100.0 GFLOP/s FMA peak, ridge point 5.00 FLOP/byte (2 threads; " +
+                         probe),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("peak resident memory: "), std::string::npos) << r.out;
+}
+
+TEST(CliBench, BadInputGivesOneLineAndNonZeroExit) {
+    const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
+    const cli_test::Env env = {{"RIDGE_PROBE_FILE", probe}};
+    auto bench = [&](std::vector<std::string> extra, const std::string& mention) {
+        std::vector<std::string> args = {"bench"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        cli_test::expect_one_line_error(args, mention, env);
+    };
+    bench({"-m", kStories, "--nonsense"}, "--nonsense");
+    bench({"-m", kStories, "-r", "0"}, "-r");
+    bench({"-m", kStories, "-p", "-1"}, "-p");
+    bench({"-m", kStories, "-n", "-5"}, "-n");
+    bench({"-m", kStories, "-p", "0", "-n", "0"}, "no test");
+    bench({"-m", kStories, "-t", "0"}, "--threads");
+    bench({"-m", kStories, "-b", "0"}, "--batch");
+    bench({"-m", kStories, "--kv-type", "q8_0"}, "--kv-type");
+    bench({"-m", kStories, "-r", "two"}, "-r");
+    bench({"-m", kStories, "-n", "100000"}, "context");
+    bench({"-m", "/nonexistent/model.gguf"}, "/nonexistent/model.gguf");
+    bench({"-p", "4"}, "--model");
+    bench({"-m", kStories, "--synthetic", "smollm2-135m"}, "--synthetic");
+    bench({"-m", kStories, "--synthetic-type", "q8_0"}, "--synthetic");
+
+    // A corrupt probe file is named, and left as it is (not measured over).
+    for (const std::string text : {"{\"threads\": 2, \"bandwidth_gbs\": ", "[1, 2]", "",
+                                   "{\"threads\": 2, \"bandwidth_gbs\": -3, \"fma_gflops\": 10}"}) {
+        const std::string bad = cli_test::scratch("corrupt.json");
+        std::ofstream(bad, std::ios::binary) << text;
+        cli_test::expect_one_line_error({"bench", "-m", kStories, "-t", "2", "-p", "4", "-n", "4", "-r", "1"}, bad,
+                                        {{"RIDGE_PROBE_FILE", bad}});
+        EXPECT_EQ(cli_test::read_file(bad), text);
+    }
+}
+
+}  // namespace
