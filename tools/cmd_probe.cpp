@@ -4,6 +4,8 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -38,12 +40,28 @@ void print_ceilings(const Ceilings& c) {
                 c.ridge_point());
 }
 
+// One line before the seconds of measuring, rather than after, when the file cannot go there:
+// creates the directory and writes (then removes) the temporary file save_ceilings renames.
+void check_writable(const std::string& path) {
+    const std::filesystem::path p(path);
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) throw Error(path + ": is a directory, not a probe file");
+    if (p.has_parent_path()) {
+        std::filesystem::create_directories(p.parent_path(), ec);
+        if (ec) throw Error(path + ": cannot create directory " + p.parent_path().string() + ": " + ec.message());
+    }
+    const std::string tmp = path + ".tmp";
+    if (!std::ofstream(tmp, std::ios::binary | std::ios::trunc)) throw Error(path + ": cannot write the probe file");
+    std::filesystem::remove(tmp, ec);
+}
+
 void run_probe(const ProbeArgs& a) {
     if (a.threads_set && a.threads <= 0) throw Error("-t/--threads " + std::to_string(a.threads) + " must be >= 1");
     ProbeOptions opt;
     opt.threads = a.threads_set ? a.threads : omp_get_max_threads();
     opt.quick = a.quick;
     const std::string path = a.out_path.empty() ? default_ceilings_path(opt.threads) : a.out_path;
+    check_writable(path);
 
     std::fprintf(stderr, "ridge: probing with %d threads (%s)...\n", opt.threads,
                  a.quick ? "quick" : "a few seconds; other work on this machine disturbs the numbers");
