@@ -139,6 +139,24 @@ TEST(CliBench, OneTestAloneAndCountingOff) {
     EXPECT_GT(t["percent_of_bound"].get<double>(), 0.0);
 }
 
+// A synthetic SmolLM2 (Q4_0 blocks): the real shapes, and a decode step still reads each weight once.
+TEST(CliBench, SyntheticModel) {
+    const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
+    const RunResult r = ridge({"bench", "--synthetic", "smollm2-135m", "-t", "2", "-p", "4", "-n", "2", "-r", "1",
+                               "--json"},
+                              {{"RIDGE_PROBE_FILE", probe}});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["model"]["n_layers"], 30);
+    EXPECT_EQ(j["model"]["n_embd"], 576);
+    EXPECT_EQ(j["model"]["n_params"], 134515008);
+    EXPECT_EQ(j["model"]["weight_types"], "F32+Q4_0");
+    ASSERT_EQ(j["tests"].size(), 2u);
+    EXPECT_EQ(j["tests"][1]["name"], "tg2");
+    EXPECT_DOUBLE_EQ(j["tests"][1]["per_token"]["weight_bytes"].get<double>(),
+                     j["model"]["decode_weight_bytes"].get<double>());
+}
+
 TEST(CliBench, MarkdownTableHasTheHeaderAndOneRowPerTest) {
     const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
     const RunResult r =

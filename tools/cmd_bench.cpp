@@ -3,6 +3,7 @@
 // spread), FLOPs and bytes per token from the counters, achieved GB/s and GFLOP/s, arithmetic
 // intensity and the share of the roofline bound reached. A Markdown table, or one JSON document
 // (fields: README "ridge bench --json fields").
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -107,9 +108,7 @@ void run(BenchCommand& cmd) {
     const Model model = Model::from_file(*file);
     const ModelStats stats = compute_stats(*file);
     const Config& c = model.config;
-    bool measured_now = false;
-    const Ceilings ceil = machine_ceilings(threads);
-    measured_now = ceil.measured_at.empty() ? false : measured_now;
+    const Ceilings ceil = machine_ceilings(threads);  // saved, or measured now (a note on stderr)
     const BenchResult res = run_bench(model, a.opt, &ceil);
 
     if (cmd.json) {
