@@ -8,11 +8,16 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "cli_test_util.h"
+#include "weights/model_file.h"
+#include "weights/model_stats.h"
 
 namespace {
 
@@ -57,7 +62,7 @@ RunResult ridge(const std::vector<std::string>& args, const std::string& stdin_t
     const std::string in = dir + "in.txt", out = dir + "out.txt", err = dir + "err.txt";
     std::ofstream(in, std::ios::binary) << stdin_text;
     std::string cmd = "OMP_NUM_THREADS=2 " + quote(kRidge);
-    for (const std::string& a : args) cmd += " " + quote(a);
+    for (const std::string& a : args) cmd.append(" ").append(quote(a));  // (GCC 12: no false -Wrestrict)
     cmd += " <" + quote(in) + " >" + quote(out) + " 2>" + quote(err);
     const int status = std::system(cmd.c_str());
     RunResult r;
@@ -68,8 +73,12 @@ RunResult ridge(const std::vector<std::string>& args, const std::string& stdin_t
     return r;
 }
 
+// The closing statistics line; after the stop reason, when tokens were decoded, the decode step's
+// bytes (weights + KV cache), its GB/s and its share of the roofline bound (or how to get one).
 const std::regex kStatsLine(
-    R"(ridge: prompt (\d+) tokens, [0-9.]+ tokens/s prefill \| generated (\d+) tokens, [0-9.]+ tokens/s decode \(.*\))");
+    R"(ridge: prompt (\d+) tokens, [0-9.]+ tokens/s prefill \| generated (\d+) tokens, [0-9.]+ tokens/s decode )"
+    R"(\([a-z ]+\)( \| decode [0-9.]+ MB/token, [0-9.]+ GB/s(, [0-9.]+% of bound \([0-9.]+ tokens/s at [0-9.]+ GB/s\))"
+    R"(| \(.*`ridge probe.*` for % of bound\)))?)");
 
 // ---- stories260K vs llama2.c ------------------------------------------------------------------
 // llama2.c's -n counts positions including BOS and the prompt: for the empty prompt it generates
@@ -128,6 +137,82 @@ TEST(CliGenerate, DumpDirWritesNamedIntermediates) {
     EXPECT_EQ(read_file(dir + "/layer.2.attn_norm.f32").size(), size_t(5 * 64 * 4));
     EXPECT_EQ(read_file(dir + "/logits.f32").size(), size_t(2 * 512 * 4));  // last row of each call
     EXPECT_NE(read_file(dir + "/manifest.txt").find("layer.4.ffn_out 64"), std::string::npos);
+}
+
+// ---- decode GB/s and % of bound ----------------------------------------------------------------
+// Against a probe file the test writes (20 GB/s, 100 GFLOP/s): the decode step's bytes are the
+// weights `ridge info` counts plus the KV cache read and written, GB/s is those bytes times the
+// decode tokens/s, and the bound is bandwidth / bytes (stories260K decodes far below I* = 5).
+
+const std::regex kRooflineTail(
+    R"(tokens/s decode \(token limit\) \| decode ([0-9.]+) MB/token, ([0-9.]+) GB/s, ([0-9.]+)% of bound )"
+    R"(\(([0-9.]+) tokens/s at 20\.0 GB/s\)$)");
+
+TEST(CliGenerate, StatsLineHasDecodeBandwidthAndShareOfBound) {
+    const std::string probe = cli_test::write_probe(20.0, 100.0);
+    const std::string text = read_file(probe);
+    const cli_test::RunResult r = cli_test::ridge({"generate", "-m", kGguf, "--temp", "0", "-p", "Zoo", "-n", "57",
+                                                   "-t", "2"},
+                                                  {{"RIDGE_PROBE_FILE", probe}});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, read_file(kExpected + "run_t0_n60_i_Zoo.txt"));  // stdout: the text alone, as before
+    const auto lines = r.err_lines();
+    ASSERT_EQ(lines.size(), 3u) << r.err;  // load info (2 lines), statistics
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(lines.back(), m, kStatsLine)) << lines.back();
+    const std::string& last = lines.back();
+    ASSERT_TRUE(std::regex_search(last, m, kRooflineTail)) << last;
+    const double mb = std::stod(m[1]), gbs = std::stod(m[2]), pct = std::stod(m[3]), bound = std::stod(m[4]);
+    std::smatch d;
+    ASSERT_TRUE(std::regex_search(last, d, std::regex(R"(([0-9.]+) tokens/s decode)")));
+    const double tps = std::stod(d[1]);
+    ASSERT_GT(tps, 0.0);
+
+    // 57 tokens generated from the 4-token prompt: the first from the prompt's logits, the last
+    // not fed, so 56 decode steps at positions 4..59, each reading the keys and values of
+    // positions 0..p (p + 1 of them, 32.5 on average) and writing its own.
+    const auto file = ridge::ModelFile::open(kGguf);
+    const ridge::ModelStats stats = ridge::compute_stats(*file);
+    const ridge::Config& c = file->config();
+    const double per_pos = 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * 4;  // f32
+    const double bytes = double(stats.decode_bytes_per_token) + per_pos * (32.5 + 1);
+    EXPECT_NEAR(mb, bytes / 1e6, 0.0051) << last;
+    EXPECT_NEAR(gbs, bytes * tps / 1e9, 0.0051 + 1e-4 * gbs) << last;
+    EXPECT_NEAR(bound, 20.0e9 / bytes, 0.051) << last;
+    EXPECT_NEAR(pct, 100.0 * tps / (20.0e9 / bytes), 0.051 + 1e-4 * pct) << last;
+    EXPECT_EQ(read_file(probe), text);  // only read
+}
+
+// No probe saved for this thread count: the line says how to get the bound; generate measures
+// nothing and writes no file. A malformed file is named on a line of its own.
+TEST(CliGenerate, StatsLineWithoutASavedProbe) {
+    const std::string absent = cli_test::scratch("absent/probe.json");
+    const std::vector<std::string> args = {"generate", "-m", kGguf, "--temp", "0", "-p", "Zoo", "-n", "8", "-t", "2"};
+    cli_test::RunResult r = cli_test::ridge(args, {{"RIDGE_PROBE_FILE", absent}});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    auto lines = r.err_lines();
+    ASSERT_EQ(lines.size(), 3u) << r.err;
+    EXPECT_TRUE(std::regex_match(lines.back(), kStatsLine)) << lines.back();
+    EXPECT_NE(lines.back().find(" GB/s (run `ridge probe` for % of bound)"), std::string::npos) << lines.back();
+    EXPECT_FALSE(std::filesystem::exists(absent));
+
+    const std::string other = cli_test::write_probe(20.0, 100.0, /*threads=*/4);
+    r = cli_test::ridge(args, {{"RIDGE_PROBE_FILE", other}});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(std::regex_match(r.err_lines().back(), kStatsLine)) << r.err;
+    EXPECT_NE(r.err.find("(the saved probe is for 4 threads: run `ridge probe -t 2` for % of bound)"),
+              std::string::npos)
+        << r.err;
+
+    const std::string corrupt = cli_test::scratch("corrupt.json");
+    std::ofstream(corrupt, std::ios::binary) << "{\"threads\": ";
+    r = cli_test::ridge(args, {{"RIDGE_PROBE_FILE", corrupt}});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    lines = r.err_lines();
+    ASSERT_EQ(lines.size(), 4u) << r.err;
+    EXPECT_NE(lines[2].find(corrupt + ": malformed probe file"), std::string::npos) << lines[2];
+    EXPECT_TRUE(std::regex_match(lines.back(), kStatsLine)) << lines.back();
+    EXPECT_EQ(r.out, read_file(kExpected + "run_t0_n60_i_Zoo.txt").substr(0, r.out.size()));
 }
 
 // ---- SmolLM2 vs transformers ------------------------------------------------------------------

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/bench.h"
+#include "engine/ceilings.h"
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -149,6 +151,40 @@ const char* stop_text(StopReason r) {
     return "?";
 }
 
+// " | decode 1.06 MB/token, 18.20 GB/s, 90.4% of bound (18909.6 tokens/s at 20.0 GB/s)": the bytes a
+// decode step streams from memory (weights + KV cache, from the session's counters), times the
+// decode tokens/s, and that speed as a share of the roofline bound, min(peak, I * bandwidth) /
+// FLOPs per token, from the ceilings `ridge probe` saved for this thread count. Only loads them:
+// measuring takes seconds, so without a saved probe the line says how to get one. Empty when
+// no token was decoded.
+std::string decode_roofline(const Session& s) {
+    const PhaseStats& d = s.decode_stats;
+    const OpRecord total = d.counters.total();
+    if (d.tokens == 0 || total.calls == 0) return "";
+    const int threads = omp_get_max_threads();
+    const std::string path = default_ceilings_path(threads);
+    std::optional<Ceilings> ceil;
+    std::string missing = " (run `ridge probe` for % of bound)";
+    try {
+        ceil = load_ceilings(path);
+    } catch (const Error& e) {  // a malformed file: say so on its own line, keep the statistics
+        std::fprintf(stderr, "ridge: %s\n", e.what());
+    }
+    if (ceil && ceil->threads != threads) {
+        missing = " (the saved probe is for " + std::to_string(ceil->threads) + " threads: run `ridge probe -t " +
+                  std::to_string(threads) + "` for % of bound)";
+        ceil.reset();
+    }
+    const PhaseReport r = phase_report(total.cost, d.tokens, d.tokens_per_second(), ceil ? &*ceil : nullptr);
+    char buf[256];
+    std::snprintf(buf, sizeof buf, " | decode %.2f MB/token, %.2f GB/s", r.bytes_per_token / 1e6, r.achieved_gbs);
+    std::string line = buf;
+    if (!r.has_bound) return line + missing;
+    std::snprintf(buf, sizeof buf, ", %.1f%% of bound (%.1f tokens/s at %.1f GB/s)", r.percent_of_bound,
+                  r.bound_tokens_per_second, ceil->bandwidth_gbs);
+    return line + buf;
+}
+
 // ---- generate -------------------------------------------------------------------------------
 
 void run_generate(RunOptions& o, const std::string& prompt) {
@@ -187,9 +223,10 @@ void run_generate(RunOptions& o, const std::string& prompt) {
     }
     if (res.stop == StopReason::ContextFull)
         std::fprintf(stderr, "ridge: stopped at the end of the context (%d tokens)\n", L.n_ctx);
-    std::fprintf(stderr, "ridge: prompt %d tokens, %.1f tokens/s prefill | generated %d tokens, %.1f tokens/s decode (%s)\n",
+    std::fprintf(stderr,
+                 "ridge: prompt %d tokens, %.1f tokens/s prefill | generated %d tokens, %.1f tokens/s decode (%s)%s\n",
                  n_prompt, s.prefill_stats.tokens_per_second(), res.n_generated, s.decode_stats.tokens_per_second(),
-                 stop_text(res.stop));
+                 stop_text(res.stop), decode_roofline(s).c_str());
 }
 
 // ---- chat -------------------------------------------------------------------------------------
