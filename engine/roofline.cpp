@@ -4,12 +4,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <numbers>
 #include <string>
 
 #include "weights/error.h"
 
 namespace ridge {
+
+namespace {
+bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
+}  // namespace
+
+bool RooflinePoint::drawable() const { return positive_finite(intensity) && positive_finite(gflops); }
+bool RooflineRoof::drawable() const { return positive_finite(bandwidth_gbs) && positive_finite(peak_gflops); }
 
 // ---- axes -----------------------------------------------------------------------------------
 
@@ -27,11 +36,6 @@ double LogLogAxes::gflops_at(double py) const {
 }
 
 namespace {
-
-bool drawable(const RooflinePoint& p) {
-    return std::isfinite(p.intensity) && std::isfinite(p.gflops) && p.intensity > 0 && p.gflops > 0;
-}
-bool drawable(const RooflineRoof& r) { return r.bandwidth_gbs > 0 && r.peak_gflops > 0; }
 
 // [10^lo, 10^hi]: whole decades around [min, max] with a margin, at least two decades wide.
 void fit_decades(double min, double max, double& out_min, double& out_max) {
@@ -54,13 +58,13 @@ LogLogAxes fit_axes(const RooflinePlot& plot) {
         y_lo = std::min(y_lo, g), y_hi = std::max(y_hi, g);
     };
     for (const RooflineRoof& r : plot.roofs) {
-        if (!drawable(r)) continue;
+        if (!r.drawable()) continue;
         take(r.ridge_point(), r.peak_gflops);
-        if (r.kernel_gflops > 0) take(r.kernel_gflops / r.bandwidth_gbs, r.kernel_gflops);
+        if (positive_finite(r.kernel_gflops)) take(r.kernel_gflops / r.bandwidth_gbs, r.kernel_gflops);
     }
     for (const RooflineSeries& s : plot.series)
         for (const RooflinePoint& p : s.points)
-            if (drawable(p)) take(p.intensity, p.gflops);
+            if (p.drawable()) take(p.intensity, p.gflops);
     LogLogAxes a;
     if (x_hi == 0) return a;  // nothing to draw: the default decades
     fit_decades(x_lo, x_hi, a.i_min, a.i_max);
@@ -72,16 +76,46 @@ LogLogAxes fit_axes(const RooflinePlot& plot) {
 
 namespace {
 
+// Length of the valid UTF-8 sequence at s[i] (1 to 4 bytes), or 0 when the bytes there are not one
+// (stray continuation bytes, overlong forms, surrogates, past U+10FFFF).
+size_t utf8_length(const std::string& s, size_t i) {
+    const unsigned char c = s[i];
+    if (c < 0x80) return 1;
+    const size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    uint32_t cp = c & (0x7F >> n);
+    for (size_t k = 1; k < n; k++) {
+        const unsigned char cc = s[i + k];
+        if ((cc & 0xC0) != 0x80) return 0;
+        cp = cp << 6 | (cc & 0x3F);
+    }
+    const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return n;
+}
+
+// Text safe inside an XML element or a double-quoted attribute: the five markup characters as
+// entities; tabs and line breaks as spaces; other control characters (not allowed in XML 1.0)
+// and bytes that are not UTF-8 as '?'.
 std::string esc(const std::string& s) {
     std::string o;
-    for (char ch : s) {
+    for (size_t i = 0; i < s.size();) {
+        const char ch = s[i];
+        const size_t n = utf8_length(s, i);
+        if (n > 1) {
+            o.append(s, i, n);
+            i += n;
+            continue;
+        }
+        i += 1;
         switch (ch) {
             case '&': o += "&amp;"; break;
             case '<': o += "&lt;"; break;
             case '>': o += "&gt;"; break;
             case '"': o += "&quot;"; break;
             case '\'': o += "&apos;"; break;
-            default: o += ch;
+            case '\t': case '\n': case '\r': o += ' '; break;
+            default: o += (n == 0 || (unsigned char)ch < 0x20 || ch == 0x7F) ? '?' : ch;
         }
     }
     return o;
@@ -116,31 +150,53 @@ std::string text(double x, double y, const std::string& s, const std::string& cl
 struct Box {
     double x0, y0, x1, y1;
     bool overlaps(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
+    bool inside(const Box& o) const { return x0 >= o.x0 && x1 <= o.x1 && y0 >= o.y0 && y1 <= o.y1; }
 };
 constexpr double kCharWidth = 6.2;  // average width of an 11 px sans-serif character
 constexpr double kLabelHeight = 12;
 
-// The first place beside the marker at (cx, cy) where the label overlaps no earlier label;
-// returns the text anchor position and records its box.
-void place_label(double cx, double cy, const std::string& label, std::vector<Box>& taken, double& tx, double& ty,
-                 bool& anchor_end) {
+// The box of a one-line label whose text starts at (x, baseline y).
+Box label_box(double x, double y, const std::string& label) {
+    return Box{x, y - kLabelHeight + 3, x + kCharWidth * double(label.size()), y + 3};
+}
+
+// Boxes along a label rotated by `angle` degrees about its middle (lx, ly): one per few characters,
+// so that point labels may sit close to the slope without crossing its text.
+void take_rotated_label(double lx, double ly, double angle, const std::string& label, std::vector<Box>& taken) {
+    const double w = kCharWidth * double(label.size()), rad = angle * std::numbers::pi / 180.0;
+    const int pieces = std::max(1, int(label.size() / 3));
+    for (int k = 0; k < pieces; k++) {
+        const double d = -w / 2 + (k + 0.5) * w / pieces;  // distance along the text from its middle
+        const double cx = lx + d * std::cos(rad), cy = ly - 4 + d * std::sin(rad);
+        taken.push_back(Box{cx - w / pieces / 2, cy - kLabelHeight / 2, cx + w / pieces / 2, cy + kLabelHeight / 2});
+    }
+}
+
+// The first place beside the marker at (cx, cy), right of it and then left of it, nearest rows
+// first, where the label stays inside `area` and overlaps nothing taken; returns the text anchor
+// position and records its box.
+void place_label(double cx, double cy, const std::string& label, const Box& area, std::vector<Box>& taken,
+                 double& tx, double& ty, bool& anchor_end) {
     const double w = kCharWidth * double(label.size());
     const double offsets[] = {0, -13, 13, -26, 26, -39, 39, -52, 52};
-    for (int side = 0; side < 2; side++) {
+    for (bool need_inside : {true, false}) {
         for (double dy : offsets) {
-            const double x = side == 0 ? cx + 7 : cx - 7 - w;
-            const Box b{x, cy + dy - kLabelHeight / 2 - 1, x + w, cy + dy + kLabelHeight / 2 + 1};
-            if (std::none_of(taken.begin(), taken.end(), [&](const Box& o) { return o.overlaps(b); })) {
-                taken.push_back(b);
-                tx = side == 0 ? x : x + w;
-                ty = cy + dy + 4;
-                anchor_end = side == 1;
-                return;
+            for (int side = 0; side < 2; side++) {
+                const double x = side == 0 ? cx + 7 : cx - 7 - w;
+                const Box b = label_box(x, cy + dy + 4, label);
+                if (need_inside && !b.inside(area)) continue;
+                if (std::none_of(taken.begin(), taken.end(), [&](const Box& o) { return o.overlaps(b); })) {
+                    taken.push_back(b);
+                    tx = side == 0 ? x : x + w;
+                    ty = cy + dy + 4;
+                    anchor_end = side == 1;
+                    return;
+                }
             }
         }
     }
     tx = cx + 7, ty = cy + 4, anchor_end = false;  // crowded: overlap rather than wander off
-    taken.push_back(Box{tx, cy - kLabelHeight / 2, tx + w, cy + kLabelHeight / 2});
+    taken.push_back(label_box(tx, ty, label));
 }
 
 }  // namespace
@@ -193,7 +249,7 @@ std::string roofline_svg(const RooflinePlot& plot) {
     // Roofs: the slope I * bandwidth (clipped to the axes) up to the ridge point, then the peak.
     std::vector<Box> taken;
     for (const RooflineRoof& r : plot.roofs) {
-        if (!drawable(r)) continue;
+        if (!r.drawable()) continue;
         const double ridge = r.ridge_point();
         const std::string stroke = "stroke=\"" + esc(r.color) + "\" stroke-width=\"2\"";
         s += "<g class=\"roof\" data-label=\"" + esc(r.label) + "\" data-bandwidth-gbs=\"" + num(r.bandwidth_gbs) +
@@ -203,24 +259,29 @@ std::string roofline_svg(const RooflinePlot& plot) {
             s += line(a.x(i0), a.y(i0 * r.bandwidth_gbs), a.x(i1), a.y(i1 * r.bandwidth_gbs), "bandwidth", stroke);
             const double im = std::sqrt(i0 * i1);  // label halfway along the slope (in log space)
             const double angle = std::atan2(a.y(i1 * r.bandwidth_gbs) - a.y(i0 * r.bandwidth_gbs), a.x(i1) - a.x(i0)) *
-                                 180.0 / M_PI;
+                                 180.0 / std::numbers::pi;
             const double lx = a.x(im), ly = a.y(im * r.bandwidth_gbs) - 6;
-            s += text(lx, ly, r.label + ": " + fmt("%.1f", r.bandwidth_gbs) + " GB/s", "bandwidth-label",
+            const std::string lab = r.label + ": " + fmt("%.1f", r.bandwidth_gbs) + " GB/s";
+            s += text(lx, ly, lab, "bandwidth-label",
                       "text-anchor=\"middle\" fill=\"" + esc(r.color) + "\" transform=\"rotate(" + fmt("%.2f", angle) +
                           " " + px(lx) + " " + px(ly) + ")\"");
+            take_rotated_label(lx, ly, angle, lab, taken);
         }
         if (r.peak_gflops <= a.g_max) {
             s += line(a.x(std::max(ridge, a.i_min)), a.y(r.peak_gflops), right, a.y(r.peak_gflops), "peak", stroke);
-            s += text(right - 4, a.y(r.peak_gflops) - 5, fmt("%.1f", r.peak_gflops) + " GFLOP/s peak (FMA)",
-                      "peak-label", "text-anchor=\"end\" fill=\"" + esc(r.color) + "\"");
+            const std::string lab = fmt("%.1f", r.peak_gflops) + " GFLOP/s peak (FMA)";
+            s += text(right - 4, a.y(r.peak_gflops) - 5, lab, "peak-label",
+                      "text-anchor=\"end\" fill=\"" + esc(r.color) + "\"");
+            taken.push_back(label_box(right - 4 - kCharWidth * double(lab.size()), a.y(r.peak_gflops) - 5, lab));
         }
-        if (r.kernel_gflops > 0 && r.kernel_gflops <= a.g_max) {
+        if (positive_finite(r.kernel_gflops) && r.kernel_gflops <= a.g_max) {
             const double ik = std::max(r.kernel_gflops / r.bandwidth_gbs, a.i_min);
             s += line(a.x(ik), a.y(r.kernel_gflops), right, a.y(r.kernel_gflops), "kernel-ceiling",
                       "stroke=\"" + esc(r.color) + "\" stroke-width=\"1.2\" stroke-dasharray=\"6 4\"");
-            s += text(right - 4, a.y(r.kernel_gflops) + 13,
-                      fmt("%.1f", r.kernel_gflops) + " GFLOP/s " + r.kernel_label, "kernel-ceiling-label",
+            const std::string lab = fmt("%.1f", r.kernel_gflops) + " GFLOP/s " + r.kernel_label;
+            s += text(right - 4, a.y(r.kernel_gflops) + 13, lab, "kernel-ceiling-label",
                       "text-anchor=\"end\" fill=\"" + esc(r.color) + "\"");
+            taken.push_back(label_box(right - 4 - kCharWidth * double(lab.size()), a.y(r.kernel_gflops) + 13, lab));
         }
         if (ridge >= a.i_min && ridge <= a.i_max) {
             const double rx = a.x(ridge), ry = a.y(r.peak_gflops);
@@ -230,18 +291,26 @@ std::string roofline_svg(const RooflinePlot& plot) {
             s += line(rx, ry, rx, bottom, "ridge-drop", "stroke=\"" + esc(r.color) + "\" stroke-dasharray=\"2 3\"");
             const std::string lab = "ridge point " + fmt("%.2f", ridge) + " FLOP/byte";
             s += text(rx + 6, ry + 16, lab, "ridge-label", "fill=\"" + esc(r.color) + "\"");
-            taken.push_back(Box{rx + 6, ry + 6, rx + 6 + kCharWidth * double(lab.size()), ry + 18});
+            taken.push_back(label_box(rx + 6, ry + 16, lab));
         }
         s += "</g>\n";
     }
 
-    // Point series: a marker per point with its numbers as data attributes, and a label beside it.
+    // Point series: a marker per point with its numbers as data attributes, and a label beside it
+    // (placed clear of every marker, the roof labels and the labels before it).
+    const double r_marker = 4.5;
+    for (const RooflineSeries& ser : plot.series)
+        for (const RooflinePoint& p : ser.points)
+            if (p.drawable())
+                taken.push_back(Box{a.x(p.intensity) - r_marker, a.y(p.gflops) - r_marker, a.x(p.intensity) + r_marker,
+                                    a.y(p.gflops) + r_marker});
+    const Box area{a.left, a.top, right, bottom};
     for (const RooflineSeries& ser : plot.series) {
         s += "<g class=\"series\" data-name=\"" + esc(ser.name) + "\">\n";
         for (const RooflinePoint& p : ser.points) {
-            if (!drawable(p)) continue;
+            if (!p.drawable()) continue;
             const double cx = a.x(p.intensity), cy = a.y(p.gflops);
-            s += "<circle class=\"point\" cx=\"" + px(cx) + "\" cy=\"" + px(cy) + "\" r=\"4.5\" fill=\"" + esc(ser.color) +
+            s += "<circle class=\"point\" cx=\"" + px(cx) + "\" cy=\"" + px(cy) + "\" r=\"" + px(r_marker) + "\" fill=\"" + esc(ser.color) +
                  "\" stroke=\"white\" stroke-width=\"1\" data-series=\"" + esc(ser.name) + "\" data-label=\"" +
                  esc(p.label) + "\" data-intensity=\"" + num(p.intensity) + "\" data-gflops=\"" + num(p.gflops) +
                  "\"><title>" + esc(ser.name + ": " + p.label + ", " + fmt("%.3g", p.intensity) + " FLOP/byte, " +
@@ -249,7 +318,7 @@ std::string roofline_svg(const RooflinePlot& plot) {
                  "</title></circle>\n";
             double tx = 0, ty = 0;
             bool end = false;
-            place_label(cx, cy, p.label, taken, tx, ty, end);
+            place_label(cx, cy, p.label, area, taken, tx, ty, end);
             s += text(tx, ty, p.label, "point-label",
                       std::string("fill=\"") + esc(ser.color) + "\"" + (end ? " text-anchor=\"end\"" : ""));
         }
@@ -261,7 +330,7 @@ std::string roofline_svg(const RooflinePlot& plot) {
     double ly = a.top + 10;
     const double lx = right + 24;
     for (const RooflineRoof& r : plot.roofs) {
-        if (!drawable(r)) continue;
+        if (!r.drawable()) continue;
         s += line(lx, ly - 4, lx + 18, ly - 4, "legend-roof", "stroke=\"" + esc(r.color) + "\" stroke-width=\"2\"");
         s += text(lx + 24, ly, "roof: " + r.label, "legend-label");
         ly += 16;
@@ -296,9 +365,12 @@ struct OpGroup {
     std::vector<Op> ops;
 };
 
+// Same FLOPs and bytes in every category: the activations read and written tell (n x k) from
+// (k x n), so down (n_ff -> n_embd) stays apart from gate and up (n_embd -> n_ff).
 bool same_cost(const cpu::Cost& a, const cpu::Cost& b) {
     auto eq = [](double x, double y) { return std::fabs(x - y) <= 1e-9 * std::max(std::fabs(x), std::fabs(y)); };
-    return eq(a.flops, b.flops) && eq(a.memory_bytes(), b.memory_bytes());
+    return eq(a.flops, b.flops) && eq(a.weight_bytes, b.weight_bytes) && eq(a.kv_read, b.kv_read) &&
+           eq(a.kv_written, b.kv_written) && eq(a.act_read, b.act_read) && eq(a.act_written, b.act_written);
 }
 
 RooflinePoint point_of(const std::string& label, const OpRecord& r) {
@@ -319,7 +391,7 @@ RooflinePlot roofline_from_bench(const BenchResult& bench, const Ceilings& c, co
     roof.bandwidth_gbs = c.bandwidth_gbs;
     roof.peak_gflops = c.peak_gflops();
     roof.kernel_gflops = c.matmul_gflops;
-    roof.kernel_label = "f32 matmul";
+    roof.kernel_label = c.matmul_name.empty() ? "f32 matmul" : "matmul (" + c.matmul_name + ")";
     plot.roofs.push_back(roof);
 
     RooflineSeries phases{"phases (median tokens/s)", "#d62728", {}};

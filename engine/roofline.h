@@ -21,12 +21,14 @@ struct RooflineRoof {
     std::string kernel_label;    // what kernel_gflops is
     std::string color = "#222222";
     double ridge_point() const { return peak_gflops / bandwidth_gbs; }  // I* in FLOP/byte
+    bool drawable() const;  // bandwidth and peak positive and finite
 };
 
 struct RooflinePoint {
     std::string label;       // "decode", "q,o", "attention", ...
     double intensity = 0;    // FLOP/byte (> 0 to be drawn)
     double gflops = 0;       // achieved GFLOP/s (> 0 to be drawn)
+    bool drawable() const;   // intensity and gflops positive and finite
 };
 
 struct RooflineSeries {
@@ -61,6 +63,8 @@ LogLogAxes fit_axes(const RooflinePlot& plot);
 
 // The SVG document (the axes come from fit_axes). Each point is a <circle class="point"> with
 // data-series, data-label, data-intensity and data-gflops attributes and a text label beside it.
+// Points and roofs that are not drawable are left out. Text is escaped: markup characters as
+// entities, control characters and bytes that are not UTF-8 as '?', so the file is always XML.
 std::string roofline_svg(const RooflinePlot& plot);
 
 // A plot of one bench run under `ceilings`: series "phases" (prefill, decode at their median
