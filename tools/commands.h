@@ -11,5 +11,6 @@ void register_generate(CLI::App& app);  // tools/cmd_generate.cpp (generate and 
 void register_probe(CLI::App& app);     // tools/cmd_probe.cpp
 void register_explain(CLI::App& app);   // tools/cmd_explain.cpp
 void register_bench(CLI::App& app);     // tools/cmd_bench.cpp
+void register_roofline(CLI::App& app);  // tools/cmd_roofline.cpp
 
 }  // namespace ridge::cli
