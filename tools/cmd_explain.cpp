@@ -166,8 +166,9 @@ void run_explain(ExplainArgs& a) {
     print_row("pass", "everything", "", p.total, ceil);
 
     std::printf("\n");
-    print_pass("prefill of T = " + std::to_string(a.tokens) + " tokens (one pass of " + std::to_string(a.tokens) +
-                   " rows):",
+    const bool one = a.tokens == 1;
+    print_pass("prefill of T = " + std::to_string(a.tokens) + (one ? " token" : " tokens") + " (one pass of " +
+                   std::to_string(a.tokens) + (one ? " row):" : " rows):"),
                e.prefill, ceil);
     print_pass("decode at context c = " + std::to_string(a.context) + " (one row per pass):", e.decode, ceil);
     std::printf("  reference: 2N = %sFLOP per token for N = %s parameters; decode reads every weight once "
