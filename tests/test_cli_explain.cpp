@@ -4,8 +4,11 @@
 // file, and bad input as one line and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 

@@ -4,6 +4,7 @@
 // the roofline verdicts and least times on hand numbers; bad options as ridge::Error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <memory>
