@@ -1,13 +1,16 @@
 // Running the ridge program from a test: arguments quoted for the shell, environment variables set
-// for that run only, stdout and stderr captured through per-process temporary files (ctest runs
-// the cases of one file as parallel processes), and a probe file (engine/ceilings.h's JSON) written
-// by hand so that bench and explain compare with known ceilings instead of measuring them.
+// for that run only, standard input from a string, stdout and stderr captured through per-process
+// temporary files (ctest runs the cases of one file as parallel processes), and a probe file
+// (engine/ceilings.h's JSON) written by hand so that bench, explain and roofline compare with known
+// ceilings instead of measuring them. Also readers for `ridge info`'s "label: number" lines and
+// its by-type table.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -55,32 +58,37 @@ struct RunResult {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-// Runs ridge with these arguments and environment (OMP_NUM_THREADS=2 unless env sets it).
-inline RunResult ridge(const std::vector<std::string>& args, const Env& env = {}) {
+// Runs ridge with these arguments and environment (OMP_NUM_THREADS=2 unless env sets it), `input`
+// on its standard input (none: /dev/null).
+inline RunResult ridge(const std::vector<std::string>& args, const Env& env = {}, const std::string& input = "") {
+    const std::string in = input.empty() ? "/dev/null" : scratch("in.txt");
+    if (!input.empty()) std::ofstream(in, std::ios::binary) << input;
     const std::string out = scratch("out.txt"), err = scratch("err.txt");
     // Appended piece by piece (GCC 12 warns falsely, -Wrestrict, on "literal" + std::string&&).
     std::string cmd = "OMP_NUM_THREADS=2";
     for (const auto& [k, v] : env) cmd.append(" ").append(k).append("=").append(quote(v));
     cmd.append(" ").append(quote(RIDGE_BINARY));
     for (const std::string& a : args) cmd.append(" ").append(quote(a));
-    cmd.append(" </dev/null >").append(quote(out)).append(" 2>").append(quote(err));
+    cmd.append(" <").append(quote(in)).append(" >").append(quote(out)).append(" 2>").append(quote(err));
     const int status = std::system(cmd.c_str());
     RunResult r;
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.out = read_file(out);
     r.err = read_file(err);
+    if (!input.empty()) std::remove(in.c_str());
     std::remove(out.c_str()), std::remove(err.c_str());
     return r;
 }
 
-// A probe file as `ridge probe` saves it, with the given ceilings; returns its path.
-inline std::string write_probe(double bandwidth_gbs, double fma_gflops, int threads = 2) {
+// A probe file as `ridge probe` saves it, with the given ceilings (the matmul kernel's at half the
+// FMA peak unless given); returns its path.
+inline std::string write_probe(double bandwidth_gbs, double fma_gflops, int threads = 2, double matmul_gflops = 0) {
     nlohmann::ordered_json j;
     j["threads"] = threads;
     j["bandwidth_gbs"] = bandwidth_gbs;
     j["bandwidth_spread"] = 0.05;
     j["fma_gflops"] = fma_gflops;
-    j["matmul_gflops"] = 0.5 * fma_gflops;
+    j["matmul_gflops"] = matmul_gflops > 0 ? matmul_gflops : 0.5 * fma_gflops;
     j["matmul_name"] = "written by a test";
     j["ridge_point"] = fma_gflops / bandwidth_gbs;
     j["quick"] = true;
@@ -105,6 +113,31 @@ inline void expect_one_line_error(const std::vector<std::string>& args, const st
     ASSERT_EQ(lines.size(), 1u) << cmd << "\n" << r.err;
     EXPECT_EQ(lines[0].rfind("ridge: ", 0), 0u) << cmd << "\n" << lines[0];
     EXPECT_NE(lines[0].find(mention), std::string::npos) << cmd << "\n" << lines[0];
+}
+
+// The integer after "<label>: " at the start of a line (leading spaces allowed), or -1.
+inline int64_t field(const std::string& text, const std::string& label) {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        const size_t p = line.find_first_not_of(' ');
+        if (p == std::string::npos || line.compare(p, label.size() + 2, label + ": ") != 0) continue;
+        return std::stoll(line.substr(p + label.size() + 2));
+    }
+    return -1;
+}
+
+// The row "  TYPE  tensors  elements  bytes" of `ridge info`'s by-type table.
+inline std::vector<int64_t> type_row(const std::string& text, const std::string& type) {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string t;
+        int64_t a, b, c;
+        if (ls >> t && t == type && ls >> a >> b >> c) return {a, b, c};
+    }
+    return {};
 }
 
 }  // namespace cli_test

@@ -4,7 +4,6 @@
 // context end stops generation with a message, and bad input gives one line and a non-zero exit.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,57 +20,16 @@
 
 namespace {
 
-const std::string kRidge = RIDGE_BINARY;
+using cli_test::read_file;
+using cli_test::ridge;
+using cli_test::RunResult;
+
 const std::string kData = std::string(RIDGE_TESTDATA_DIR);
 const std::string kBin = kData + "/llama2c-stories260K/stories260K.bin";
 const std::string kTok = kData + "/llama2c-stories260K/tok512.bin";
 const std::string kGguf = kData + "/gguf-stories260K/stories260K.gguf";
 const std::string kExpected = kData + "/llama2c-stories260K/expected/";
 const std::string kSmol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-struct RunResult {
-    int rc = -1;
-    std::string out, err;
-    std::vector<std::string> err_lines() const {
-        std::vector<std::string> lines;
-        std::stringstream ss(err);
-        for (std::string l; std::getline(ss, l);) lines.push_back(l);
-        return lines;
-    }
-};
-
-// Runs ridge with the given arguments (each quoted for the shell) and optional standard input.
-RunResult ridge(const std::vector<std::string>& args, const std::string& stdin_text = "") {
-    // ctest runs test cases as parallel processes: name the files by process and call.
-    static int calls = 0;
-    const std::string dir = ::testing::TempDir() + "ridge_cli_" + std::to_string(getpid()) + "_" +
-                            std::to_string(calls++) + "_";
-    const std::string in = dir + "in.txt", out = dir + "out.txt", err = dir + "err.txt";
-    std::ofstream(in, std::ios::binary) << stdin_text;
-    std::string cmd = "OMP_NUM_THREADS=2 " + quote(kRidge);
-    for (const std::string& a : args) cmd.append(" ").append(quote(a));  // (GCC 12: no false -Wrestrict)
-    cmd += " <" + quote(in) + " >" + quote(out) + " 2>" + quote(err);
-    const int status = std::system(cmd.c_str());
-    RunResult r;
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_file(out);
-    r.err = read_file(err);
-    std::remove(in.c_str()), std::remove(out.c_str()), std::remove(err.c_str());
-    return r;
-}
 
 // The closing statistics line; after the stop reason, when tokens were decoded, the decode step's
 // bytes (weights + KV cache), its GB/s and its share of the roofline bound (or how to get one).
@@ -151,7 +109,7 @@ const std::regex kRooflineTail(
 TEST(CliGenerate, StatsLineHasDecodeBandwidthAndShareOfBound) {
     const std::string probe = cli_test::write_probe(20.0, 100.0);
     const std::string text = read_file(probe);
-    const cli_test::RunResult r = cli_test::ridge({"generate", "-m", kGguf, "--temp", "0", "-p", "Zoo", "-n", "57",
+    const RunResult r = ridge({"generate", "-m", kGguf, "--temp", "0", "-p", "Zoo", "-n", "57",
                                                    "-t", "2"},
                                                   {{"RIDGE_PROBE_FILE", probe}});
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -188,7 +146,7 @@ TEST(CliGenerate, StatsLineHasDecodeBandwidthAndShareOfBound) {
 TEST(CliGenerate, StatsLineWithoutASavedProbe) {
     const std::string absent = cli_test::scratch("absent/probe.json");
     const std::vector<std::string> args = {"generate", "-m", kGguf, "--temp", "0", "-p", "Zoo", "-n", "8", "-t", "2"};
-    cli_test::RunResult r = cli_test::ridge(args, {{"RIDGE_PROBE_FILE", absent}});
+    RunResult r = ridge(args, {{"RIDGE_PROBE_FILE", absent}});
     ASSERT_EQ(r.rc, 0) << r.err;
     auto lines = r.err_lines();
     ASSERT_EQ(lines.size(), 3u) << r.err;
@@ -197,7 +155,7 @@ TEST(CliGenerate, StatsLineWithoutASavedProbe) {
     EXPECT_FALSE(std::filesystem::exists(absent));
 
     const std::string other = cli_test::write_probe(20.0, 100.0, /*threads=*/4);
-    r = cli_test::ridge(args, {{"RIDGE_PROBE_FILE", other}});
+    r = ridge(args, {{"RIDGE_PROBE_FILE", other}});
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_TRUE(std::regex_match(r.err_lines().back(), kStatsLine)) << r.err;
     EXPECT_NE(r.err.find("(the saved probe is for 4 threads: run `ridge probe -t 2` for % of bound)"),
@@ -206,7 +164,7 @@ TEST(CliGenerate, StatsLineWithoutASavedProbe) {
 
     const std::string corrupt = cli_test::scratch("corrupt.json");
     std::ofstream(corrupt, std::ios::binary) << "{\"threads\": ";
-    r = cli_test::ridge(args, {{"RIDGE_PROBE_FILE", corrupt}});
+    r = ridge(args, {{"RIDGE_PROBE_FILE", corrupt}});
     ASSERT_EQ(r.rc, 0) << r.err;
     lines = r.err_lines();
     ASSERT_EQ(lines.size(), 4u) << r.err;
@@ -250,7 +208,7 @@ TEST(CliChat, FirstReplyIsTheTransformersContinuationAndTurnsContinue) {
     const auto& p = prompt_named(g, "chat");
     const std::string cont = p["greedy_text"];
     const std::string question = "Explain in two sentences why the sky is blue.";
-    const RunResult r = ridge({"chat", "-m", kSmol, "--temp", "0", "-n", "16", "-c", "1024"},
+    const RunResult r = ridge({"chat", "-m", kSmol, "--temp", "0", "-n", "16", "-c", "1024"}, {},
                               question + "\nAnd why is the sunset red?\n");
     ASSERT_EQ(r.rc, 0) << r.err;
     const size_t end_first = r.out.find('\n');
@@ -268,18 +226,18 @@ TEST(CliChat, FirstReplyIsTheTransformersContinuationAndTurnsContinue) {
 }
 
 TEST(CliChat, ContextFullEndsTheChatWithAMessage) {
-    const RunResult r = ridge({"chat", "-m", kSmol, "--temp", "0", "-n", "8", "-c", "64"},
+    const RunResult r = ridge({"chat", "-m", kSmol, "--temp", "0", "-n", "8", "-c", "64"}, {},
                         "Tell me a story about a dragon who learns to fly over the mountains.\nAnd then?\nMore!\n");
     EXPECT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.err.find("context is full"), std::string::npos) << r.err;
 }
 
 TEST(CliChat, EndOfInputExitsCleanly) {
-    const RunResult r = ridge({"chat", "-m", kGguf}, "");
+    const RunResult r = ridge({"chat", "-m", kGguf}, {}, "");
     // stories260K has no <|im_start|>: chat refuses it with one line.
     EXPECT_NE(r.rc, 0);
     EXPECT_EQ(r.err_lines().size(), 1u) << r.err;
-    const RunResult s = ridge({"chat", "-m", kSmol}, "");
+    const RunResult s = ridge({"chat", "-m", kSmol}, {}, "");
     EXPECT_EQ(s.rc, 0) << s.err;
     EXPECT_EQ(s.out, "");
 }

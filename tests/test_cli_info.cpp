@@ -4,70 +4,23 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
+#include "cli_test_util.h"
 
 namespace {
+
+using cli_test::field;
+using cli_test::ridge;
+using cli_test::RunResult;
+using cli_test::type_row;
 
 const std::string kSmol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 const std::string kBin = std::string(RIDGE_TESTDATA_DIR) + "/llama2c-stories260K/stories260K.bin";
 const std::string kStoriesGGUF = std::string(RIDGE_TESTDATA_DIR) + "/gguf-stories260K/stories260K.gguf";
-
-struct RunResult {
-    int status = -1;
-    std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-RunResult ridge(const std::string& args) {
-    // Per-process names: ctest -j runs the tests of this file as separate processes at once.
-    const std::string stem = ::testing::TempDir() + "ridge_info_" + std::to_string(::getpid());
-    const std::string out = stem + ".out", err = stem + ".err";
-    const std::string cmd = std::string("'") + RIDGE_BINARY + "' " + args + " > '" + out + "' 2> '" + err + "'";
-    RunResult r;
-    int st = std::system(cmd.c_str());
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-}
-
-// The integer after "<label>: " at the start of a line (leading spaces allowed), or -1.
-int64_t field(const std::string& text, const std::string& label) {
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        size_t p = line.find_first_not_of(' ');
-        if (p == std::string::npos || line.compare(p, label.size() + 2, label + ": ") != 0) continue;
-        return std::stoll(line.substr(p + label.size() + 2));
-    }
-    return -1;
-}
-
-// The row "  TYPE  tensors  elements  bytes" of the by-type table.
-std::vector<int64_t> type_row(const std::string& text, const std::string& type) {
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream ls(line);
-        std::string t;
-        int64_t a, b, c;
-        if (ls >> t && t == type && ls >> a >> b >> c) return {a, b, c};
-    }
-    return {};
-}
 
 int count_lines_starting(const std::string& text, const std::string& prefix) {
     std::istringstream in(text);
@@ -102,8 +55,8 @@ TEST(CliInfo, SmolLM2) {
     // Decode reads all weights (the tied embedding is the output head) plus one embedding row.
     const int64_t decode = weight_bytes + s.d / 32 * 34;
 
-    RunResult r = ridge("info -m '" + kSmol + "'");
-    ASSERT_EQ(r.status, 0) << r.err;
+    RunResult r = ridge({"info", "-m", kSmol});
+    ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(r.err, "");
     EXPECT_NE(r.out.find("architecture: llama"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("name: Smollm2 135M 8k Lc100K Mix1 Ep2"), std::string::npos) << r.out;
@@ -131,8 +84,8 @@ TEST(CliInfo, SmolLM2) {
 }
 
 TEST(CliInfo, SmolLM2Tensors) {
-    RunResult r = ridge("info -m '" + kSmol + "' --tensors");
-    ASSERT_EQ(r.status, 0) << r.err;
+    RunResult r = ridge({"info", "-m", kSmol, "--tensors"});
+    ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(count_lines_starting(r.out, "  blk."), 30 * 9);
     // token_embd.weight is the first tensor, at the start of the data section (byte 1785664, gguf-py).
     EXPECT_NE(r.out.find("token_embd.weight"), std::string::npos);
@@ -149,8 +102,8 @@ TEST(CliInfo, SmolLM2Tensors) {
 TEST(CliInfo, Stories260KBin) {
     const Shape s{64, 5, 172, 8, 4, 512};
     const int64_t params = s.L * s.matrix_elems_per_layer() + s.norm_elems() + s.vocab * s.d;  // shared classifier
-    RunResult r = ridge("info -m '" + kBin + "' --tensors");
-    ASSERT_EQ(r.status, 0) << r.err;
+    RunResult r = ridge({"info", "-m", kBin, "--tensors"});
+    ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.out.find("format: llama2.c checkpoint"), std::string::npos) << r.out;
     EXPECT_EQ(field(r.out, "n_embd"), 64);
     EXPECT_EQ(field(r.out, "n_kv_heads"), 4);
@@ -177,8 +130,8 @@ TEST(CliInfo, StoriesGGUFUntied) {
     // The GGUF conversion stores output.weight separately: decode reads it plus one embedding row.
     const Shape s{64, 5, 172, 8, 4, 512};
     const int64_t params = s.L * s.matrix_elems_per_layer() + s.norm_elems() + 2 * s.vocab * s.d;
-    RunResult r = ridge("info -m '" + kStoriesGGUF + "'");
-    ASSERT_EQ(r.status, 0) << r.err;
+    RunResult r = ridge({"info", "-m", kStoriesGGUF});
+    ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.out.find("tied_output: no"), std::string::npos);
     EXPECT_EQ(field(r.out, "parameters"), params);
     EXPECT_EQ(field(r.out, "decode bytes per token"), 4 * (params - s.vocab * s.d) + 4 * s.d);
@@ -186,7 +139,7 @@ TEST(CliInfo, StoriesGGUFUntied) {
 
 TEST(CliInfo, BadInput) {
     auto expect_one_line_error = [](const RunResult& r, const std::string& needle) {
-        EXPECT_NE(r.status, 0);
+        EXPECT_NE(r.rc, 0);
         EXPECT_EQ(r.err.rfind("ridge: ", 0), 0u) << r.err;
         ASSERT_FALSE(r.err.empty());
         EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;  // exactly one line
@@ -194,18 +147,18 @@ TEST(CliInfo, BadInput) {
         EXPECT_EQ(r.out, "");
     };
     const std::string missing = ::testing::TempDir() + "no-such-model.gguf";
-    expect_one_line_error(ridge("info -m '" + missing + "'"), missing);
+    expect_one_line_error(ridge({"info", "-m", missing}), missing);
 
-    const std::string data = slurp(kStoriesGGUF);
-    const std::string cut = ::testing::TempDir() + "cut-stories-" + std::to_string(::getpid()) + ".gguf";
+    const std::string data = cli_test::read_file(kStoriesGGUF);
+    const std::string cut = cli_test::scratch("cut-stories.gguf");
     std::ofstream(cut, std::ios::binary).write(data.data(), 12000);
-    expect_one_line_error(ridge("info -m '" + cut + "'"), cut);
+    expect_one_line_error(ridge({"info", "-m", cut}), cut);
 
-    const std::string bin = slurp(kBin);
-    const std::string cutbin = ::testing::TempDir() + "cut-stories-" + std::to_string(::getpid()) + ".bin";
+    const std::string bin = cli_test::read_file(kBin);
+    const std::string cutbin = cli_test::scratch("cut-stories.bin");
     std::ofstream(cutbin, std::ios::binary).write(bin.data(), std::streamsize(bin.size() - 100));
-    expect_one_line_error(ridge("info -m '" + cutbin + "'"), cutbin);
+    expect_one_line_error(ridge({"info", "-m", cutbin}), cutbin);
 
-    RunResult r = ridge("info");  // -m is required: CLI11 reports it
-    EXPECT_NE(r.status, 0);
+    RunResult r = ridge({"info"});  // -m is required: CLI11 reports it
+    EXPECT_NE(r.rc, 0);
 }

@@ -5,9 +5,6 @@
 // "ridge: ..." line and a non-zero exit, and no file written.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,69 +15,27 @@
 #include <string>
 #include <vector>
 
+#include "cli_test_util.h"
 #include "svg_test_util.h"
 
 namespace {
 
+using cli_test::read_file;
+using cli_test::RunResult;
+using cli_test::scratch;
 using ridge::test::parse_xml;
 using ridge::test::XmlDoc;
 using ridge::test::XmlElement;
 
-const std::string kRidge = RIDGE_BINARY;
 const std::string kGguf = std::string(RIDGE_TESTDATA_DIR) + "/gguf-stories260K/stories260K.gguf";
 
 // The ceilings every run here uses: 7.5 GB/s and 120 GFLOP/s, a ridge point at 16 FLOP/byte.
 constexpr double kBandwidth = 7.5, kPeak = 120, kMatmul = 80, kRidgePoint = 16;
 
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-// A per-process scratch path (ctest runs the cases of this file as parallel processes).
-std::string scratch(const std::string& name) {
-    const std::string dir = ::testing::TempDir() + "ridge_roofline_" + std::to_string(getpid());
-    std::filesystem::create_directories(dir);
-    return dir + "/" + name;
-}
-
-// The probe file: what `ridge probe -t 2` would save, with round numbers.
-std::string ceilings_file() {
-    const std::string path = scratch("probe.json");
-    std::ofstream(path, std::ios::binary | std::ios::trunc)
-        << "{\"threads\": 2, \"bandwidth_gbs\": " << kBandwidth << ", \"fma_gflops\": " << kPeak
-        << ", \"matmul_gflops\": " << kMatmul
-        << ", \"matmul_name\": \"v2_eigen f32 test\", \"cpu\": \"Test CPU\", \"measured_at\": \"2026-01-01T00:00:00Z\"}\n";
-    return path;
-}
-
-struct RunResult {
-    int rc = -1;
-    std::string out, err;
-};
-
+// Runs ridge under those ceilings.
 RunResult ridge(const std::vector<std::string>& args) {
-    static int calls = 0;
-    const std::string stem = scratch("run" + std::to_string(calls++));
-    const std::string out = stem + ".out", err = stem + ".err";
-    std::string cmd = "OMP_NUM_THREADS=2 RIDGE_PROBE_FILE=" + quote(ceilings_file()) + ' ' + quote(kRidge);
-    for (const std::string& a : args) cmd += ' ' + quote(a);
-    cmd += " </dev/null >" + quote(out) + " 2>" + quote(err);
-    const int status = std::system(cmd.c_str());
-    RunResult r;
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_file(out);
-    r.err = read_file(err);
-    std::remove(out.c_str()), std::remove(err.c_str());
-    return r;
+    static const std::string probe = cli_test::write_probe(kBandwidth, kPeak, /*threads=*/2, kMatmul);
+    return cli_test::ridge(args, {{"RIDGE_PROBE_FILE", probe}});
 }
 
 // One "ridge: ..." line on stderr, nothing on stdout, a non-zero exit.

@@ -4,79 +4,27 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
+#include "cli_test_util.h"
 
 namespace {
 
+using cli_test::field;
+using cli_test::ridge;
+using cli_test::RunResult;
+using cli_test::type_row;
+
 const std::string kSmol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-struct RunResult {
-    int status = -1;
-    std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Runs ridge with `args` (shell words), stdin from `input`.
-RunResult ridge(const std::string& args, const std::string& input = "") {
-    // Per-process names: ctest -j runs the tests of this file as separate processes at once.
-    const std::string stem = ::testing::TempDir() + "ridge_synthetic_" + std::to_string(::getpid());
-    const std::string in = stem + ".in", out = stem + ".out", err = stem + ".err";
-    std::ofstream(in, std::ios::binary) << input;
-    const std::string cmd = std::string("'") + RIDGE_BINARY + "' " + args + " < '" + in + "' > '" + out + "' 2> '" +
-                            err + "'";
-    RunResult r;
-    const int st = std::system(cmd.c_str());
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    std::remove(in.c_str()), std::remove(out.c_str()), std::remove(err.c_str());
-    return r;
-}
-
-// The integer after "<label>: " at the start of a line (leading spaces allowed), or -1.
-int64_t field(const std::string& text, const std::string& label) {
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        const size_t p = line.find_first_not_of(' ');
-        if (p == std::string::npos || line.compare(p, label.size() + 2, label + ": ") != 0) continue;
-        return std::stoll(line.substr(p + label.size() + 2));
-    }
-    return -1;
-}
-
-// The row "  TYPE  tensors  elements  bytes" of the by-type table.
-std::vector<int64_t> type_row(const std::string& text, const std::string& type) {
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream ls(line);
-        std::string t;
-        int64_t a, b, c;
-        if (ls >> t && t == type && ls >> a >> b >> c) return {a, b, c};
-    }
-    return {};
-}
-
 TEST(CliSynthetic, InfoMatchesTheRealSmolLM2) {
-    const RunResult real = ridge("info -m '" + kSmol + "'");
-    ASSERT_EQ(real.status, 0) << real.err;
-    const RunResult syn = ridge("info --synthetic smollm2-135m --synthetic-type q8_0");
-    ASSERT_EQ(syn.status, 0) << syn.err;
+    const RunResult real = ridge({"info", "-m", kSmol});
+    ASSERT_EQ(real.rc, 0) << real.err;
+    const RunResult syn = ridge({"info", "--synthetic", "smollm2-135m", "--synthetic-type", "q8_0"});
+    ASSERT_EQ(syn.rc, 0) << syn.err;
     EXPECT_EQ(syn.err, "");
     EXPECT_NE(syn.out.find("model: synthetic smollm2-135m (q8_0, seed 1)"), std::string::npos) << syn.out;
     EXPECT_NE(syn.out.find("format: synthetic"), std::string::npos) << syn.out;
@@ -95,8 +43,8 @@ TEST(CliSynthetic, InfoMatchesTheRealSmolLM2) {
 }
 
 TEST(CliSynthetic, InfoListsTensorsAndTheSeedChangesNothingButBytes) {
-    const RunResult a = ridge("info --synthetic llama-3.2-1b --tensors");
-    ASSERT_EQ(a.status, 0) << a.err;
+    const RunResult a = ridge({"info", "--synthetic", "llama-3.2-1b", "--tensors"});
+    ASSERT_EQ(a.rc, 0) << a.err;
     EXPECT_EQ(field(a.out, "parameters"), 1235814400);
     EXPECT_NE(a.out.find("Q4_0"), std::string::npos);  // the default type
     int blk = 0;
@@ -104,41 +52,48 @@ TEST(CliSynthetic, InfoListsTensorsAndTheSeedChangesNothingButBytes) {
     for (std::string line; std::getline(in, line);)
         if (line.rfind("  blk.", 0) == 0) blk++;
     EXPECT_EQ(blk, 16 * 9);
-    const RunResult b = ridge("info --synthetic llama-3.2-1b --tensors --synthetic-seed 99");
-    ASSERT_EQ(b.status, 0) << b.err;
+    const RunResult b = ridge({"info", "--synthetic", "llama-3.2-1b", "--tensors", "--synthetic-seed", "99"});
+    ASSERT_EQ(b.rc, 0) << b.err;
     EXPECT_EQ(a.out.substr(a.out.find("architecture:")), b.out.substr(b.out.find("architecture:")));
 }
 
 TEST(CliSynthetic, GenerateRuns) {
-    const RunResult r = ridge("generate --synthetic smollm2-135m -n 4 --temp 0 -t 2 -c 64");
-    ASSERT_EQ(r.status, 0) << r.err;
+    const std::vector<std::string> args = {"generate", "--synthetic", "smollm2-135m", "-n", "4",
+                                           "--temp", "0", "-t", "2", "-c", "64"};
+    const RunResult r = ridge(args);
+    ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.err.find("synthetic smollm2-135m (q4_0, seed 1)"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("generated 4 tokens"), std::string::npos) << r.err;
     // Greedy decoding of the same weights is repeatable; the text itself is meaningless.
-    const RunResult again = ridge("generate --synthetic smollm2-135m -n 4 --temp 0 -t 2 -c 64");
+    const RunResult again = ridge(args);
     EXPECT_EQ(again.out, r.out);
-    const RunResult q8 = ridge("generate --synthetic smollm2-135m --synthetic-type q8_0 -p hi -n 4 --temp 0 -c 64");
-    ASSERT_EQ(q8.status, 0) << q8.err;
+    const RunResult q8 = ridge(
+        {"generate", "--synthetic", "smollm2-135m", "--synthetic-type", "q8_0", "-p", "hi", "-n", "4", "--temp", "0",
+         "-c", "64"});
+    ASSERT_EQ(q8.rc, 0) << q8.err;
     EXPECT_EQ(q8.out.rfind("hi", 0), 0u);  // stdout starts with the prompt
 }
 
 TEST(CliSynthetic, ChatRuns) {
-    const RunResult r = ridge("chat --synthetic smollm2-135m -n 4 --temp 0 -c 128", "hello\n");
-    ASSERT_EQ(r.status, 0) << r.err;
+    const RunResult r =
+        ridge({"chat", "--synthetic", "smollm2-135m", "-n", "4", "--temp", "0", "-c", "128"}, {}, "hello\n");
+    ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(ridge: \d+ tokens in the context)"))) << r.err;
 }
 
 TEST(CliSynthetic, TokenizeUsesTheByteStandIn) {
-    const RunResult r = ridge("tokenize --synthetic llama-3-8b -p 'hi <|im_end|>' --ids");  // builds no weights
-    ASSERT_EQ(r.status, 0) << r.err;
+    // Builds no weights.
+    const RunResult r = ridge({"tokenize", "--synthetic", "llama-3-8b", "-p", "hi <|im_end|>", "--ids"});
+    ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(r.out, "256 104 105 32 60 124 105 109 95 101 110 100 124 62\n");
-    const RunResult s = ridge("tokenize --synthetic smollm2-135m -p 'hi<|im_end|>' --parse-special --no-bos");
-    ASSERT_EQ(s.status, 0) << s.err;
+    const RunResult s = ridge(
+        {"tokenize", "--synthetic", "smollm2-135m", "-p", "hi<|im_end|>", "--parse-special", "--no-bos"});
+    ASSERT_EQ(s.rc, 0) << s.err;
     EXPECT_EQ(s.out, "104\th\n105\ti\n258\t<|im_end|>\n");
 }
 
 void expect_one_line_error(const RunResult& r, const std::vector<std::string>& needles) {
-    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.rc, 0);
     EXPECT_EQ(r.out, "");
     ASSERT_FALSE(r.err.empty());
     EXPECT_EQ(r.err.rfind("ridge: ", 0), 0u) << r.err;
@@ -149,18 +104,28 @@ void expect_one_line_error(const RunResult& r, const std::vector<std::string>& n
 TEST(CliSynthetic, BadInputGivesOneLineErrors) {
     const std::string names = "smollm2-135m, llama-3.2-1b, llama-3.2-3b, llama-3-8b";
     const std::string types = "q4_0, q4_1, q5_0, q5_1, q8_0, f16, bf16, f32";
-    for (const char* cmd : {"info", "generate", "tokenize -p hi", "chat"}) {
-        SCOPED_TRACE(cmd);
-        const std::string c = cmd;
-        expect_one_line_error(ridge(c + " --synthetic llama-9000"), {"'llama-9000'", names});
-        expect_one_line_error(ridge(c + " --synthetic smollm2-135m --synthetic-type q4_k"), {"'q4_k'", types});
-        expect_one_line_error(ridge(c), {"-m/--model", "--synthetic", names});
-        expect_one_line_error(ridge(c + " -m '" + kSmol + "' --synthetic smollm2-135m"), {"both"});
-        expect_one_line_error(ridge(c + " -m '" + kSmol + "' --synthetic-type q8_0"), {"--synthetic-type"});
-        expect_one_line_error(ridge(c + " -m '" + kSmol + "' --synthetic-seed 3"), {"--synthetic-seed"});
+    for (const std::vector<std::string>& cmd : std::vector<std::vector<std::string>>{
+             {"info"}, {"generate"}, {"tokenize", "-p", "hi"}, {"chat"}}) {
+        std::string words;
+        for (const std::string& w : cmd) words += (words.empty() ? "" : " ") + w;
+        SCOPED_TRACE(words);
+        // ridge with `cmd` and then `extra`.
+        auto run = [&](const std::vector<std::string>& extra) {
+            std::vector<std::string> args = cmd;
+            args.insert(args.end(), extra.begin(), extra.end());
+            return ridge(args);
+        };
+        expect_one_line_error(run({"--synthetic", "llama-9000"}), {"'llama-9000'", names});
+        expect_one_line_error(run({"--synthetic", "smollm2-135m", "--synthetic-type", "q4_k"}), {"'q4_k'", types});
+        expect_one_line_error(run({}), {"-m/--model", "--synthetic", names});
+        expect_one_line_error(run({"-m", kSmol, "--synthetic", "smollm2-135m"}), {"both"});
+        expect_one_line_error(run({"-m", kSmol, "--synthetic-type", "q8_0"}), {"--synthetic-type"});
+        expect_one_line_error(run({"-m", kSmol, "--synthetic-seed", "3"}), {"--synthetic-seed"});
     }
-    expect_one_line_error(ridge("generate --synthetic smollm2-135m --tokenizer tok.bin"), {"--tokenizer"});
-    expect_one_line_error(ridge("generate --synthetic smollm2-135m --synthetic-seed x"), {"--synthetic-seed"});
+    expect_one_line_error(ridge({"generate", "--synthetic", "smollm2-135m", "--tokenizer", "tok.bin"}),
+                          {"--tokenizer"});
+    expect_one_line_error(ridge({"generate", "--synthetic", "smollm2-135m", "--synthetic-seed", "x"}),
+                          {"--synthetic-seed"});
 }
 
 }  // namespace
