@@ -19,10 +19,15 @@
 #include "weights/model_file.h"
 #include "weights/model_stats.h"
 
+#include "engine_test_util.h"
+
 namespace ridge {
 namespace {
 
 const std::string kStories = std::string(RIDGE_TESTDATA_DIR) + "/gguf-stories260K/stories260K.gguf";
+
+using test::expect_cost_near;
+using test::Loaded;
 
 // 20 GB/s and 100 GFLOP/s: the ridge point is I* = 5 FLOP/byte.
 Ceilings hand_ceilings() {
@@ -42,19 +47,6 @@ cpu::Cost cost(double flops, double weight_bytes, double kv_read = 0, double kv_
     c.act_read = act;
     c.act_written = act;
     return c;
-}
-
-// Field by field, to a relative 1e-12 (sums taken in another order may differ in the last bit).
-void expect_cost_near(const cpu::Cost& a, const cpu::Cost& b, const std::string& what) {
-    auto near = [&](double x, double y, const char* field) {
-        EXPECT_NEAR(x, y, 1e-12 * std::max(std::abs(x), std::abs(y))) << what << ": " << field;
-    };
-    near(a.flops, b.flops, "flops");
-    near(a.weight_bytes, b.weight_bytes, "weight_bytes");
-    near(a.act_read, b.act_read, "act_read");
-    near(a.act_written, b.act_written, "act_written");
-    near(a.kv_read, b.kv_read, "kv_read");
-    near(a.kv_written, b.kv_written, "kv_written");
 }
 
 // ---- spread_of ----------------------------------------------------------------------------------
@@ -167,20 +159,7 @@ TEST(Bench, PhaseReportWithoutCeilingsOrTokens) {
 
 // ---- run_bench on stories260K -------------------------------------------------------------------
 
-struct Loaded {
-    std::unique_ptr<ModelFile> file;
-    Model model;
-};
-
-const Loaded& stories() {
-    static const std::unique_ptr<Loaded> l = [] {
-        auto p = std::make_unique<Loaded>();
-        p->file = ModelFile::open(kStories);
-        p->model = Model::from_file(*p->file);
-        return p;
-    }();
-    return *l;
-}
+const Loaded& stories() { return test::load(kStories); }
 
 BenchOptions tiny(int p, int n, int reps) {
     BenchOptions o;

@@ -15,27 +15,16 @@
 #include "weights/model_file.h"
 #include "weights/model_stats.h"
 
+#include "engine_test_util.h"
+
 namespace ridge {
 namespace {
 
 const std::string kStories = std::string(RIDGE_TESTDATA_DIR) + "/gguf-stories260K/stories260K.gguf";
 const std::string kSmol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-struct Loaded {
-    std::unique_ptr<ModelFile> file;
-    Model model;
-};
-
-const Loaded& load(const std::string& path) {
-    static std::vector<std::pair<std::string, std::unique_ptr<Loaded>>> cache;
-    for (auto& [p, l] : cache)
-        if (p == path) return *l;
-    auto l = std::make_unique<Loaded>();
-    l->file = ModelFile::open(path);
-    l->model = Model::from_file(*l->file);
-    cache.emplace_back(path, std::move(l));
-    return *cache.back().second;
-}
+using test::load;
+using test::Loaded;
 
 const std::vector<std::string> kModels = {kStories, kSmol};
 const Op kMatmulOps[] = {Op::Q, Op::K, Op::V, Op::O, Op::Gate, Op::Up, Op::Down};

@@ -19,40 +19,17 @@
 #include "weights/model_file.h"
 #include "weights/model_stats.h"
 
+#include "engine_test_util.h"
+
 namespace ridge {
 namespace {
 
 const std::string kStories = std::string(RIDGE_TESTDATA_DIR) + "/gguf-stories260K/stories260K.gguf";
 const std::string kSmol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-struct Loaded {
-    std::unique_ptr<ModelFile> file;
-    Model model;
-};
-
-const Loaded& load(const std::string& path) {
-    static std::vector<std::pair<std::string, std::unique_ptr<Loaded>>> cache;
-    for (auto& [p, l] : cache)
-        if (p == path) return *l;
-    auto l = std::make_unique<Loaded>();
-    l->file = ModelFile::open(path);
-    l->model = Model::from_file(*l->file);
-    cache.emplace_back(path, std::move(l));
-    return *cache.back().second;
-}
-
-// Field by field, to a relative 1e-12 (sums taken in another order may differ in the last bit).
-void expect_cost_eq(const cpu::Cost& a, const cpu::Cost& b, const std::string& what) {
-    auto near = [&](double x, double y, const char* field) {
-        EXPECT_NEAR(x, y, 1e-12 * std::max(std::abs(x), std::abs(y))) << what << ": " << field;
-    };
-    near(a.flops, b.flops, "flops");
-    near(a.weight_bytes, b.weight_bytes, "weight_bytes");
-    near(a.act_read, b.act_read, "act_read");
-    near(a.act_written, b.act_written, "act_written");
-    near(a.kv_read, b.kv_read, "kv_read");
-    near(a.kv_written, b.kv_written, "kv_written");
-}
+using test::expect_cost_near;
+using test::load;
+using test::Loaded;
 
 // explain's ops summed per counters op.
 std::array<cpu::Cost, kNumOps> by_op(const std::vector<ExplainOp>& ops) {
@@ -70,18 +47,18 @@ void expect_phase_matches(const ExplainPhase& p, const Counters& k, int n_layers
     for (int l = 0; l < n_layers; l++) layers += k.layer(l).cost;
     for (size_t i = 0; i < kNumOps; i++) {
         const std::string op = what + " " + op_name(Op(i));
-        expect_cost_eq(layer0[i], k.layers[0][i].cost, op + " (layer 0)");
-        for (int l = 1; l < n_layers; l++) expect_cost_eq(layer0[i], k.layers[size_t(l)][i].cost, op);
-        expect_cost_eq(outside[i], k.outside[i].cost, op + " (outside)");
-        expect_cost_eq(p.by_op[i], k.op(Op(i)).cost, op + " (pass)");
+        expect_cost_near(layer0[i], k.layers[0][i].cost, op + " (layer 0)");
+        for (int l = 1; l < n_layers; l++) expect_cost_near(layer0[i], k.layers[size_t(l)][i].cost, op);
+        expect_cost_near(outside[i], k.outside[i].cost, op + " (outside)");
+        expect_cost_near(p.by_op[i], k.op(Op(i)).cost, op + " (pass)");
         // Every op forward() called is in explain's lists, and no other.
         bool listed = false;
         for (const auto* ops : {&p.layer, &p.outside})
             for (const ExplainOp& x : *ops) listed = listed || x.op == Op(i);
         EXPECT_EQ(k.op(Op(i)).calls > 0, listed) << op;
     }
-    expect_cost_eq(p.layers, layers, what + " layers");
-    expect_cost_eq(p.total, k.total().cost, what + " total");
+    expect_cost_near(p.layers, layers, what + " layers");
+    expect_cost_near(p.total, k.total().cost, what + " total");
 }
 
 // Prefill of T tokens as one pass, then one decode step at position c - 1 (after c - 1 tokens).

@@ -1,0 +1,49 @@
+// Helpers shared by the engine tests: model files opened once per process (stories260K and SmolLM2
+// are read by many cases) and a field-by-field comparison of two costs.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/model.h"
+#include "kernels/cpu/cost.h"
+#include "weights/model_file.h"
+
+namespace ridge::test {
+
+struct Loaded {
+    std::unique_ptr<ModelFile> file;
+    Model model;
+};
+
+// The model at `path`, opened on first use and kept for the rest of the process.
+inline const Loaded& load(const std::string& path) {
+    static std::vector<std::pair<std::string, std::unique_ptr<Loaded>>> cache;
+    for (auto& [p, l] : cache)
+        if (p == path) return *l;
+    auto l = std::make_unique<Loaded>();
+    l->file = ModelFile::open(path);
+    l->model = Model::from_file(*l->file);
+    cache.emplace_back(path, std::move(l));
+    return *cache.back().second;
+}
+
+// Field by field, to a relative 1e-12 (sums taken in another order may differ in the last bit).
+inline void expect_cost_near(const cpu::Cost& a, const cpu::Cost& b, const std::string& what) {
+    auto near = [&](double x, double y, const char* field) {
+        EXPECT_NEAR(x, y, 1e-12 * std::max(std::abs(x), std::abs(y))) << what << ": " << field;
+    };
+    near(a.flops, b.flops, "flops");
+    near(a.weight_bytes, b.weight_bytes, "weight_bytes");
+    near(a.act_read, b.act_read, "act_read");
+    near(a.act_written, b.act_written, "act_written");
+    near(a.kv_read, b.kv_read, "kv_read");
+    near(a.kv_written, b.kv_written, "kv_written");
+}
+
+}  // namespace ridge::test
