@@ -1,9 +1,20 @@
 // Linear-layer kernels (see matmul.h): the scalar reference, the OpenMP row-parallel version that
-// dequantizes one weight row at a time, and the Eigen path for f32 weights.
+// dequantizes one weight row at a time, the Eigen path for f32 weights, and the AVX2 path that
+// decodes quantized blocks in registers straight into FMAs.
 #include "kernels/cpu/matmul.h"
+
+#include <algorithm>
 
 #include <Eigen/Dense>
 
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define RIDGE_MATMUL_V3 1
+#else
+#define RIDGE_MATMUL_V3 0
+#endif
+
+#include "weights/blocks.h"
 #include "weights/error.h"
 #include "weights/quant.h"
 
@@ -38,6 +49,178 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
 
 bool any_loadable(DType t) { return can_dequantize(t); }
 bool only_f32(DType t) { return t == DType::F32; }
+
+// The weight types v3 decodes in registers (F32 too, so it takes every hand-worked case).
+bool v3_types(DType t) {
+    return RIDGE_MATMUL_V3 && (t == DType::F32 || t == DType::F16 || t == DType::Q8_0 ||
+                               t == DType::Q4_0 || t == DType::Q4_1);
+}
+
+#if RIDGE_MATMUL_V3
+// ---- v3 building blocks: one decoder per weight type ----------------------------------------
+// Each decoder covers one "block" of kBlk elements (kBlk / 8 vectors of 8 floats) and adds
+// the block's contribution sum_c w[c] * x[c] into an 8-lane accumulator:
+//   quantized blocks:  acc += d * (q . x)   (q the integer codes as f32, exact), and for Q4_1 also
+//                      macc += m * sum(x) per block, with sum(x) precomputed once per row of X;
+//   F16 / F32:         acc += w * x lane-wise.
+// All arithmetic is f32; only the order of summation differs from v0 (which sums in double).
+
+inline float f16(uint16_t h) { return _cvtsh_ss(h); }  // exact, as fp16_to_fp32
+
+// 8 signed / unsigned bytes (the low 8 of v) -> 8 floats.
+inline __m256 i8_to_f32(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+inline __m256 u8_to_f32(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+
+// q (32 floats as 4 vectors, element order 0..31) . x (4 vectors)
+inline __m256 dot4(__m256 q0, __m256 q1, __m256 q2, __m256 q3, const __m256* xv) {
+    __m256 s = _mm256_mul_ps(q0, xv[0]);
+    s = _mm256_fmadd_ps(q1, xv[1], s);
+    s = _mm256_fmadd_ps(q2, xv[2], s);
+    return _mm256_fmadd_ps(q3, xv[3], s);
+}
+
+struct DecQ4_0 {  // y[j] = d * (nibble_j - 8); qs[j]: element j (low), j + 16 (high)
+    static constexpr int kBlk = 32;
+    static constexpr bool kUsesXsum = false;
+    static void block(const uint8_t* row, int64_t b, const __m256* xv, __m256& acc, float&, float) {
+        const block_q4_0& blk = reinterpret_cast<const block_q4_0*>(row)[b];
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+        const __m128i m4 = _mm_set1_epi8(0x0f), e8 = _mm_set1_epi8(8);
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), e8);                     // elems 0..15
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), e8);  // 16..31
+        const __m256 s = dot4(i8_to_f32(lo), i8_to_f32(_mm_srli_si128(lo, 8)), i8_to_f32(hi),
+                              i8_to_f32(_mm_srli_si128(hi, 8)), xv);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(blk.d)), s, acc);
+    }
+};
+
+struct DecQ4_1 {  // y[j] = d * nibble_j + m  ->  d * (q . x) + m * sum(x)
+    static constexpr int kBlk = 32;
+    static constexpr bool kUsesXsum = true;
+    static void block(const uint8_t* row, int64_t b, const __m256* xv, __m256& acc, float& macc,
+                      float xsum) {
+        const block_q4_1& blk = reinterpret_cast<const block_q4_1*>(row)[b];
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+        const __m128i m4 = _mm_set1_epi8(0x0f);
+        const __m128i lo = _mm_and_si128(q, m4);
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+        const __m256 s = dot4(u8_to_f32(lo), u8_to_f32(_mm_srli_si128(lo, 8)), u8_to_f32(hi),
+                              u8_to_f32(_mm_srli_si128(hi, 8)), xv);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(blk.d)), s, acc);
+        macc += f16(blk.m) * xsum;
+    }
+};
+
+struct DecQ8_0 {  // y[j] = d * qs[j]
+    static constexpr int kBlk = 32;
+    static constexpr bool kUsesXsum = false;
+    static void block(const uint8_t* row, int64_t b, const __m256* xv, __m256& acc, float&, float) {
+        const block_q8_0& blk = reinterpret_cast<const block_q8_0*>(row)[b];
+        auto part = [&](int t) {
+            return i8_to_f32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + 8 * t)));
+        };
+        const __m256 s = dot4(part(0), part(1), part(2), part(3), xv);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(blk.d)), s, acc);
+    }
+};
+
+struct DecF16 {  // 8 halves -> 8 floats
+    static constexpr int kBlk = 8;
+    static constexpr bool kUsesXsum = false;
+    static void block(const uint8_t* row, int64_t b, const __m256* xv, __m256& acc, float&, float) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row) + b);
+        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(h), xv[0], acc);
+    }
+    static float elem(const uint8_t* row, int64_t c) {
+        return f16(reinterpret_cast<const uint16_t*>(row)[c]);
+    }
+};
+
+struct DecF32 {
+    static constexpr int kBlk = 8;
+    static constexpr bool kUsesXsum = false;
+    static void block(const uint8_t* row, int64_t b, const __m256* xv, __m256& acc, float&, float) {
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(row) + 8 * b), xv[0], acc);
+    }
+    static float elem(const uint8_t* row, int64_t c) { return reinterpret_cast<const float*>(row)[c]; }
+};
+
+inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// R weight rows (w[r], each k elements in Dec's format) dotted with one x row (k):
+// y[r * y_stride] = sum_c w[r][c] * x[c]. Each loaded x vector feeds R rows.
+// Preconditions: k % 8 == 0 for the quantized decoders (k % 32 == 0 in fact); F16 / F32 take
+// any k, the last k % 8 elements scalar. xsum (k / 32) per-block sums of x, only for Q4_1.
+// Cost: 2*R*k FLOPs; reads R rows of W (in L1 after the first x row) and x once.
+template <class Dec, int R>
+inline void dot_rows(const uint8_t* const* w, const float* x, const float* xsum, int64_t k, float* y) {
+    constexpr int V = Dec::kBlk / 8;  // vectors per block
+    const int64_t nb = k / Dec::kBlk;
+    __m256 acc[R];
+    float macc[R];
+    for (int r = 0; r < R; r++) {
+        acc[r] = _mm256_setzero_ps();
+        macc[r] = 0.0f;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        __m256 xv[V];
+        for (int v = 0; v < V; v++) xv[v] = _mm256_loadu_ps(x + b * Dec::kBlk + 8 * v);
+        const float xs = Dec::kUsesXsum ? xsum[b] : 0.0f;
+        for (int r = 0; r < R; r++) Dec::block(w[r], b, xv, acc[r], macc[r], xs);
+    }
+    for (int r = 0; r < R; r++) {
+        float s = hsum8(acc[r]) + macc[r];
+        if constexpr (Dec::kBlk == 8)
+            for (int64_t c = nb * 8; c < k; c++) s += Dec::elem(w[r], c) * x[c];
+        y[r] = s;
+    }
+}
+
+// The v3 driver for one decoder: output rows in groups of kRows over OpenMP threads (static);
+// within a group every X row is taken in turn, so the group's kRows weight rows are read from
+// memory once and stay in L1 while all m rows of X pass over them.
+template <class Dec>
+void matmul_v3_typed(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t m, float* Y) {
+    constexpr int kRows = 4;
+    std::vector<float> xsum;  // (m, k/32) per-block sums of X, Q4_1 only
+    if constexpr (Dec::kUsesXsum) {
+        const int64_t nb = k / Dec::kBlk;
+        xsum.resize(size_t(m * nb));
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t b = 0; b < nb; b++) {
+                float s = 0.0f;
+                for (int c = 0; c < Dec::kBlk; c++) s += X[i * k + b * Dec::kBlk + c];
+                xsum[size_t(i * nb + b)] = s;
+            }
+    }
+    const int64_t nb = k / Dec::kBlk;
+    const int64_t groups = (n + kRows - 1) / kRows;
+    const double work = double(m) * double(n) * double(k);  // multiply-adds
+#pragma omp parallel for schedule(static) if (work >= kParallelMinWork)
+    for (int64_t g = 0; g < groups; g++) {
+        const int64_t j0 = g * kRows;
+        const int64_t rows = std::min<int64_t>(kRows, n - j0);
+        const uint8_t* w[kRows];
+        for (int64_t r = 0; r < rows; r++) w[r] = W.row(j0 + r);
+        for (int64_t i = 0; i < m; i++) {
+            const float* x = X + i * k;
+            const float* xs = Dec::kUsesXsum ? xsum.data() + i * nb : nullptr;
+            float y[kRows];
+            if (rows == kRows) {
+                dot_rows<Dec, kRows>(w, x, xs, k, y);
+            } else {
+                for (int64_t r = 0; r < rows; r++) dot_rows<Dec, 1>(w + r, x, xs, k, y + r);
+            }
+            for (int64_t r = 0; r < rows; r++) Y[i * n + j0 + r] = y[r];
+        }
+    }
+}
+#endif  // RIDGE_MATMUL_V3
 
 }  // namespace
 
@@ -108,15 +291,38 @@ Cost matmul_v2_eigen(const TensorView& W, const float* X, int64_t m, float* Y) {
     return matmul_cost(W, m);
 }
 
+// v3: AVX2 + FMA + F16C; Q4_0 / Q4_1 / Q8_0 / F16 (and F32) blocks decoded in registers straight
+// into FMAs, kRows output rows per pass so each x vector is reused (see matmul_v3_typed).
+Cost matmul_v3_simd(const TensorView& W, const float* X, int64_t m, float* Y) {
+    const Dims d = check_weight(W, "matmul_v3_simd");
+    if (!v3_types(W.type))
+        throw Error("matmul_v3_simd: weight '" + W.name + "' is " + std::string(dtype_name(W.type)) +
+                    (RIDGE_MATMUL_V3 ? ", this variant takes F32, F16, Q8_0, Q4_0, Q4_1 only"
+                                     : ", and this build has no AVX2 + FMA + F16C"));
+#if RIDGE_MATMUL_V3
+    switch (W.type) {
+        case DType::F32: matmul_v3_typed<DecF32>(W, d.k, d.n, X, m, Y); break;
+        case DType::F16: matmul_v3_typed<DecF16>(W, d.k, d.n, X, m, Y); break;
+        case DType::Q8_0: matmul_v3_typed<DecQ8_0>(W, d.k, d.n, X, m, Y); break;
+        case DType::Q4_0: matmul_v3_typed<DecQ4_0>(W, d.k, d.n, X, m, Y); break;
+        case DType::Q4_1: matmul_v3_typed<DecQ4_1>(W, d.k, d.n, X, m, Y); break;
+        default: break;
+    }
+#endif
+    return matmul_cost(W, m);
+}
+
 Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y) {
     switch (W.type) {
         case DType::F32:
             return matmul_v2_eigen(W, X, m, Y);
         case DType::F16:
-        case DType::BF16:
         case DType::Q8_0:
         case DType::Q4_0:
         case DType::Q4_1:
+            if (v3_types(W.type)) return matmul_v3_simd(W, X, m, Y);
+            return matmul_v1_rows(W, X, m, Y);
+        case DType::BF16:
         case DType::Q5_0:
         case DType::Q5_1:
         case DType::Q4_K:
@@ -134,6 +340,7 @@ const std::vector<MatmulVariant>& matmul_variants() {
         {"v0_scalar", matmul_v0_scalar, any_loadable},
         {"v1_rows", matmul_v1_rows, any_loadable},
         {"v2_eigen", matmul_v2_eigen, only_f32},
+        {"v3_simd", matmul_v3_simd, v3_types},
     };
     return variants;
 }

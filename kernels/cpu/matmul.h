@@ -4,7 +4,14 @@
 //   v1_rows    OpenMP over output rows; each thread dequantizes one weight row at a time into
 //              its own buffer and dots it with all m input rows (so prefill reads W once).
 //   v2_eigen   F32 weights only: an Eigen GEMM/GEMV over the mapped weights, no copy.
-// matmul() picks the variant for the weight type; decode (m = 1) is the same call (matvec).
+//   v3_simd    AVX2 + FMA + F16C (supports() is false without them): Q4_0, Q4_1, Q8_0, F16 (and
+//              F32) blocks decoded in registers straight into f32 FMAs, d applied once per block
+//              (Q4_1: d * sum q x + m * sum x, the block sums of x precomputed per row of X).
+//              OpenMP static over groups of 4 output rows, each x vector feeding all 4; for m > 1
+//              every X row passes over the group, so W is read once. f32 throughout: only the
+//              summation order differs from v0.
+// matmul() picks the variant for the weight type (v2 for F32, v3 for Q4_0/Q4_1/Q8_0/F16 where
+// the CPU has it, v1 otherwise); decode (m = 1) is the same call (matvec).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -30,6 +37,7 @@ Cost matmul_cost(const TensorView& W, int64_t m);
 Cost matmul_v0_scalar(const TensorView& W, const float* X, int64_t m, float* Y);
 Cost matmul_v1_rows(const TensorView& W, const float* X, int64_t m, float* Y);
 Cost matmul_v2_eigen(const TensorView& W, const float* X, int64_t m, float* Y);  // F32 W only
+Cost matmul_v3_simd(const TensorView& W, const float* X, int64_t m, float* Y);   // see above
 
 struct MatmulVariant {
     std::string name;
