@@ -58,11 +58,11 @@ bool v3_types(DType t) {
 
 #if RIDGE_MATMUL_V3
 // ---- v3 building blocks: one decoder per weight type ----------------------------------------
-// Each decoder covers one "block" of kBlk elements (kBlk / 8 vectors of 8 floats) and adds
-// the block's contribution sum_c w[c] * x[c] into an 8-lane accumulator:
+// Each decoder turns block b of a row (kBlk elements) into kBlk / 8 vectors q of 8 floats plus a
+// scale d (and, Q4_1, a minimum mn), so that w[c] = d * q[c] (+ mn). The caller forms, per x row,
 //   quantized blocks:  acc += d * (q . x)   (q the integer codes as f32, exact), and for Q4_1 also
-//                      macc += m * sum(x) per block, with sum(x) precomputed once per row of X;
-//   F16 / F32:         acc += w * x lane-wise.
+//                      macc += mn * sum(x) per block, with sum(x) precomputed once per row of X;
+//   F16 / F32 (kScaled false): acc += q * x lane-wise.
 // All arithmetic is f32; only the order of summation differs from v0 (which sums in double).
 
 inline float f16(uint16_t h) { return _cvtsh_ss(h); }  // exact, as fp16_to_fp32
@@ -71,65 +71,57 @@ inline float f16(uint16_t h) { return _cvtsh_ss(h); }  // exact, as fp16_to_fp32
 inline __m256 i8_to_f32(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
 inline __m256 u8_to_f32(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
 
-// q (32 floats as 4 vectors, element order 0..31) . x (4 vectors)
-inline __m256 dot4(__m256 q0, __m256 q1, __m256 q2, __m256 q3, const __m256* xv) {
-    __m256 s = _mm256_mul_ps(q0, xv[0]);
-    s = _mm256_fmadd_ps(q1, xv[1], s);
-    s = _mm256_fmadd_ps(q2, xv[2], s);
-    return _mm256_fmadd_ps(q3, xv[3], s);
-}
-
 struct DecQ4_0 {  // y[j] = d * (nibble_j - 8); qs[j]: element j (low), j + 16 (high)
     static constexpr int kBlk = 32;
-    static constexpr bool kUsesXsum = false;
-    static void block(const uint8_t* row, int64_t b, const __m256* xv, __m256& acc, float&, float) {
+    static constexpr bool kScaled = true, kUsesXsum = false;
+    static void decode(const uint8_t* row, int64_t b, __m256* q, float& d, float&) {
         const block_q4_0& blk = reinterpret_cast<const block_q4_0*>(row)[b];
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
         const __m128i m4 = _mm_set1_epi8(0x0f), e8 = _mm_set1_epi8(8);
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), e8);                     // elems 0..15
-        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), e8);  // 16..31
-        const __m256 s = dot4(i8_to_f32(lo), i8_to_f32(_mm_srli_si128(lo, 8)), i8_to_f32(hi),
-                              i8_to_f32(_mm_srli_si128(hi, 8)), xv);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(blk.d)), s, acc);
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(v, m4), e8);                     // elems 0..15
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m4), e8);  // 16..31
+        q[0] = i8_to_f32(lo);
+        q[1] = i8_to_f32(_mm_srli_si128(lo, 8));
+        q[2] = i8_to_f32(hi);
+        q[3] = i8_to_f32(_mm_srli_si128(hi, 8));
+        d = f16(blk.d);
     }
 };
 
 struct DecQ4_1 {  // y[j] = d * nibble_j + m  ->  d * (q . x) + m * sum(x)
     static constexpr int kBlk = 32;
-    static constexpr bool kUsesXsum = true;
-    static void block(const uint8_t* row, int64_t b, const __m256* xv, __m256& acc, float& macc,
-                      float xsum) {
+    static constexpr bool kScaled = true, kUsesXsum = true;
+    static void decode(const uint8_t* row, int64_t b, __m256* q, float& d, float& mn) {
         const block_q4_1& blk = reinterpret_cast<const block_q4_1*>(row)[b];
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
         const __m128i m4 = _mm_set1_epi8(0x0f);
-        const __m128i lo = _mm_and_si128(q, m4);
-        const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
-        const __m256 s = dot4(u8_to_f32(lo), u8_to_f32(_mm_srli_si128(lo, 8)), u8_to_f32(hi),
-                              u8_to_f32(_mm_srli_si128(hi, 8)), xv);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(blk.d)), s, acc);
-        macc += f16(blk.m) * xsum;
+        const __m128i lo = _mm_and_si128(v, m4);
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+        q[0] = u8_to_f32(lo);
+        q[1] = u8_to_f32(_mm_srli_si128(lo, 8));
+        q[2] = u8_to_f32(hi);
+        q[3] = u8_to_f32(_mm_srli_si128(hi, 8));
+        d = f16(blk.d);
+        mn = f16(blk.m);
     }
 };
 
 struct DecQ8_0 {  // y[j] = d * qs[j]
     static constexpr int kBlk = 32;
-    static constexpr bool kUsesXsum = false;
-    static void block(const uint8_t* row, int64_t b, const __m256* xv, __m256& acc, float&, float) {
+    static constexpr bool kScaled = true, kUsesXsum = false;
+    static void decode(const uint8_t* row, int64_t b, __m256* q, float& d, float&) {
         const block_q8_0& blk = reinterpret_cast<const block_q8_0*>(row)[b];
-        auto part = [&](int t) {
-            return i8_to_f32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + 8 * t)));
-        };
-        const __m256 s = dot4(part(0), part(1), part(2), part(3), xv);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(blk.d)), s, acc);
+        for (int t = 0; t < 4; t++)
+            q[t] = i8_to_f32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + 8 * t)));
+        d = f16(blk.d);
     }
 };
 
 struct DecF16 {  // 8 halves -> 8 floats
     static constexpr int kBlk = 8;
-    static constexpr bool kUsesXsum = false;
-    static void block(const uint8_t* row, int64_t b, const __m256* xv, __m256& acc, float&, float) {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row) + b);
-        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(h), xv[0], acc);
+    static constexpr bool kScaled = false, kUsesXsum = false;
+    static void decode(const uint8_t* row, int64_t b, __m256* q, float&, float&) {
+        q[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row) + b));
     }
     static float elem(const uint8_t* row, int64_t c) {
         return f16(reinterpret_cast<const uint16_t*>(row)[c]);
@@ -138,9 +130,9 @@ struct DecF16 {  // 8 halves -> 8 floats
 
 struct DecF32 {
     static constexpr int kBlk = 8;
-    static constexpr bool kUsesXsum = false;
-    static void block(const uint8_t* row, int64_t b, const __m256* xv, __m256& acc, float&, float) {
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(row) + 8 * b), xv[0], acc);
+    static constexpr bool kScaled = false, kUsesXsum = false;
+    static void decode(const uint8_t* row, int64_t b, __m256* q, float&, float&) {
+        q[0] = _mm256_loadu_ps(reinterpret_cast<const float*>(row) + 8 * b);
     }
     static float elem(const uint8_t* row, int64_t c) { return reinterpret_cast<const float*>(row)[c]; }
 };
@@ -152,44 +144,62 @@ inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-// R weight rows (w[r], each k elements in Dec's format) dotted with one x row (k):
-// y[r * y_stride] = sum_c w[r][c] * x[c]. Each loaded x vector feeds R rows.
-// Preconditions: k % 8 == 0 for the quantized decoders (k % 32 == 0 in fact); F16 / F32 take
-// any k, the last k % 8 elements scalar. xsum (k / 32) per-block sums of x, only for Q4_1.
-// Cost: 2*R*k FLOPs; reads R rows of W (in L1 after the first x row) and x once.
-template <class Dec, int R>
-inline void dot_rows(const uint8_t* const* w, const float* x, const float* xsum, int64_t k, float* y) {
+// R weight rows (w[r], each k elements in Dec's format) times M x rows (x + i*k):
+// y[i * y_stride + r] = sum_c w[r][c] * x[i*k + c]. Each loaded x vector feeds R rows and each
+// decoded weight block feeds M x rows.
+// Preconditions: k % 32 == 0 for the quantized decoders; F16 / F32 take any k, the last k % 8
+// elements scalar. xsum (M, k/32) per-block sums of x (row stride xsum_stride), Q4_1 only.
+// Cost: 2*R*M*k FLOPs; decode of R rows once; reads R rows of W and M rows of x.
+template <class Dec, int R, int M>
+inline void dot_rows(const uint8_t* const* w, const float* x, int64_t k, const float* xsum,
+                     int64_t xsum_stride, float* y, int64_t y_stride) {
     constexpr int V = Dec::kBlk / 8;  // vectors per block
     const int64_t nb = k / Dec::kBlk;
-    __m256 acc[R];
-    float macc[R];
-    for (int r = 0; r < R; r++) {
-        acc[r] = _mm256_setzero_ps();
-        macc[r] = 0.0f;
-    }
+    __m256 acc[R][M];
+    float macc[R][M];
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < M; i++) {
+            acc[r][i] = _mm256_setzero_ps();
+            macc[r][i] = 0.0f;
+        }
     for (int64_t b = 0; b < nb; b++) {
-        __m256 xv[V];
-        for (int v = 0; v < V; v++) xv[v] = _mm256_loadu_ps(x + b * Dec::kBlk + 8 * v);
-        const float xs = Dec::kUsesXsum ? xsum[b] : 0.0f;
-        for (int r = 0; r < R; r++) Dec::block(w[r], b, xv, acc[r], macc[r], xs);
+        __m256 xv[M][V];
+        for (int i = 0; i < M; i++)
+            for (int v = 0; v < V; v++) xv[i][v] = _mm256_loadu_ps(x + i * k + b * Dec::kBlk + 8 * v);
+        for (int r = 0; r < R; r++) {
+            __m256 q[V];
+            float d = 1.0f, mn = 0.0f;
+            Dec::decode(w[r], b, q, d, mn);
+            for (int i = 0; i < M; i++) {
+                if constexpr (Dec::kScaled) {
+                    __m256 s = _mm256_mul_ps(q[0], xv[i][0]);
+                    for (int v = 1; v < V; v++) s = _mm256_fmadd_ps(q[v], xv[i][v], s);
+                    acc[r][i] = _mm256_fmadd_ps(_mm256_set1_ps(d), s, acc[r][i]);
+                    if constexpr (Dec::kUsesXsum) macc[r][i] += mn * xsum[i * xsum_stride + b];
+                } else {
+                    acc[r][i] = _mm256_fmadd_ps(q[0], xv[i][0], acc[r][i]);
+                }
+            }
+        }
     }
-    for (int r = 0; r < R; r++) {
-        float s = hsum8(acc[r]) + macc[r];
-        if constexpr (Dec::kBlk == 8)
-            for (int64_t c = nb * 8; c < k; c++) s += Dec::elem(w[r], c) * x[c];
-        y[r] = s;
-    }
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < M; i++) {
+            float s = hsum8(acc[r][i]) + macc[r][i];
+            if constexpr (Dec::kBlk == 8)
+                for (int64_t c = nb * 8; c < k; c++) s += Dec::elem(w[r], c) * x[i * k + c];
+            y[i * y_stride + r] = s;
+        }
 }
 
 // The v3 driver for one decoder: output rows in groups of kRows over OpenMP threads (static);
-// within a group every X row is taken in turn, so the group's kRows weight rows are read from
-// memory once and stay in L1 while all m rows of X pass over them.
+// within a group the X rows pass kXRows at a time, so the group's kRows weight rows are read
+// from memory once (they stay in L1) and each decoded block serves kXRows rows of X.
 template <class Dec>
 void matmul_v3_typed(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t m, float* Y) {
-    constexpr int kRows = 4;
+    constexpr int kRows = 4, kXRows = 2;
+    const int64_t nb = k / Dec::kBlk;
     std::vector<float> xsum;  // (m, k/32) per-block sums of X, Q4_1 only
     if constexpr (Dec::kUsesXsum) {
-        const int64_t nb = k / Dec::kBlk;
         xsum.resize(size_t(m * nb));
         for (int64_t i = 0; i < m; i++)
             for (int64_t b = 0; b < nb; b++) {
@@ -198,7 +208,6 @@ void matmul_v3_typed(const TensorView& W, int64_t k, int64_t n, const float* X, 
                 xsum[size_t(i * nb + b)] = s;
             }
     }
-    const int64_t nb = k / Dec::kBlk;
     const int64_t groups = (n + kRows - 1) / kRows;
     const double work = double(m) * double(n) * double(k);  // multiply-adds
 #pragma omp parallel for schedule(static) if (work >= kParallelMinWork)
@@ -207,16 +216,22 @@ void matmul_v3_typed(const TensorView& W, int64_t k, int64_t n, const float* X, 
         const int64_t rows = std::min<int64_t>(kRows, n - j0);
         const uint8_t* w[kRows];
         for (int64_t r = 0; r < rows; r++) w[r] = W.row(j0 + r);
-        for (int64_t i = 0; i < m; i++) {
+        int64_t i = 0;
+        for (; i < m; i += kXRows) {
+            const int64_t xr = std::min<int64_t>(kXRows, m - i);
             const float* x = X + i * k;
             const float* xs = Dec::kUsesXsum ? xsum.data() + i * nb : nullptr;
-            float y[kRows];
-            if (rows == kRows) {
-                dot_rows<Dec, kRows>(w, x, xs, k, y);
+            float* y = Y + i * n + j0;
+            if (rows == kRows && xr == kXRows) {
+                dot_rows<Dec, kRows, kXRows>(w, x, k, xs, nb, y, n);
+            } else if (rows == kRows) {
+                dot_rows<Dec, kRows, 1>(w, x, k, xs, nb, y, n);  // the last odd X row
             } else {
-                for (int64_t r = 0; r < rows; r++) dot_rows<Dec, 1>(w + r, x, xs, k, y + r);
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t ii = 0; ii < xr; ii++)
+                        dot_rows<Dec, 1, 1>(w + r, x + ii * k, k, xs ? xs + ii * nb : nullptr, nb,
+                                            y + ii * n + r, n);
             }
-            for (int64_t r = 0; r < rows; r++) Y[i * n + j0 + r] = y[r];
         }
     }
 }

@@ -8,8 +8,8 @@
 //              F32) blocks decoded in registers straight into f32 FMAs, d applied once per block
 //              (Q4_1: d * sum q x + m * sum x, the block sums of x precomputed per row of X).
 //              OpenMP static over groups of 4 output rows, each x vector feeding all 4; for m > 1
-//              every X row passes over the group, so W is read once. f32 throughout: only the
-//              summation order differs from v0.
+//              the X rows pass over the group 2 at a time (each decoded block serves both), so W
+//              is read once. f32 throughout: only the summation order differs from v0.
 // matmul() picks the variant for the weight type (v2 for F32, v3 for Q4_0/Q4_1/Q8_0/F16 where
 // the CPU has it, v1 otherwise); decode (m = 1) is the same call (matvec).
 #pragma once
