@@ -23,6 +23,7 @@ namespace {
 using cli_test::read_file;
 using cli_test::ridge;
 using cli_test::RunResult;
+using cli_test::expect_one_line_error;
 
 const std::string kData = std::string(RIDGE_TESTDATA_DIR);
 const std::string kBin = kData + "/llama2c-stories260K/stories260K.bin";
@@ -243,17 +244,6 @@ TEST(CliChat, EndOfInputExitsCleanly) {
 }
 
 // ---- bad input ------------------------------------------------------------------------------
-
-void expect_one_line_error(const std::vector<std::string>& args, const std::string& mention) {
-    const RunResult r = ridge(args);
-    std::string cmd;
-    for (const auto& a : args) cmd += a + " ";
-    EXPECT_NE(r.rc, 0) << cmd;
-    EXPECT_EQ(r.out, "") << cmd;
-    const auto lines = r.err_lines();
-    ASSERT_EQ(lines.size(), 1u) << cmd << "\n" << r.err;
-    EXPECT_NE(lines[0].find(mention), std::string::npos) << cmd << "\n" << lines[0];
-}
 
 TEST(CliGenerate, BadInputGivesOneLineAndNonZeroExit) {
     const std::string long_prompt(400, 'a');
