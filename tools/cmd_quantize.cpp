@@ -1,0 +1,70 @@
+// `ridge quantize -m IN.gguf -o OUT.gguf --type q8_0|q4_0|q4_1|q5_0|q5_1|f16|bf16|f32`: rewrites a
+// GGUF model with its matrices in another weight type (weights/quantize_model.h). Stderr gets a
+// note per tensor that had to fall back to F16, one line per tensor with -v, and a closing summary.
+#include <omp.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "tools/commands.h"
+#include "weights/error.h"
+#include "weights/quantize_model.h"
+
+namespace ridge::cli {
+
+namespace {
+
+struct QuantizeArgs {
+    std::string in, out, type, synthetic;
+    int threads = 0;  // 0: OpenMP's default
+    bool verbose = false;
+};
+
+void run_quantize(const QuantizeArgs& a) {
+    if (!a.synthetic.empty())
+        throw Error("quantize rewrites a GGUF file; --synthetic models exist only in memory (pick their weight "
+                    "type with --synthetic-type instead)");
+    if (a.in.empty()) throw Error("no input model: pass -m/--model IN.gguf");
+    if (a.out.empty()) throw Error("no output file: pass -o/--output OUT.gguf");
+    if (a.type.empty()) throw Error("no target type: pass --type (" + quantize_target_names() + ")");
+    const std::optional<DType> target = quantize_target_from_name(a.type);
+    if (!target) throw Error("unknown --type '" + a.type + "' (choose one of " + quantize_target_names() + ")");
+    if (a.threads > 0) omp_set_num_threads(a.threads);
+
+    auto report = [&](const QuantizeTensorReport& r) {
+        if (r.fell_back)
+            std::fprintf(stderr, "ridge: note: tensor '%s' row length %lld is not a multiple of the %s block size "
+                                 "%lld: written as %s\n",
+                         r.name.c_str(), static_cast<long long>(r.row_length),
+                         std::string(dtype_name(*target)).c_str(), static_cast<long long>(block_elems(*target)),
+                         std::string(dtype_name(r.to)).c_str());
+        if (a.verbose)
+            std::fprintf(stderr, "[%zu/%zu] %-28s %-5s -> %-5s %s %10.3f MB -> %10.3f MB\n", r.index + 1, r.count,
+                         r.name.c_str(), std::string(dtype_name(r.from)).c_str(), std::string(dtype_name(r.to)).c_str(),
+                         r.copied ? "copied " : "encoded", double(r.bytes_in) / 1e6, double(r.bytes_out) / 1e6);
+    };
+    const QuantizeSummary s = quantize_model(a.in, a.out, *target, report);
+    const std::string fallback = s.n_fallback ? ", " + std::to_string(s.n_fallback) + " as F16" : "";
+    std::fprintf(stderr, "wrote %s: %zu tensors (%zu re-encoded, %zu copied%s), %.2f MB -> %.2f MB\n", a.out.c_str(),
+                 s.n_tensors, s.n_converted, s.n_copied, fallback.c_str(), double(s.file_bytes_in) / 1e6,
+                 double(s.file_bytes_out) / 1e6);
+}
+
+}  // namespace
+
+void register_quantize(CLI::App& app) {
+    CLI::App* cmd = app.add_subcommand("quantize", "Rewrite a GGUF model with another weight type");
+    auto a = std::make_shared<QuantizeArgs>();
+    cmd->add_option("-m,--model", a->in, "input model (GGUF)");
+    cmd->add_option("-o,--output", a->out, "output GGUF file (written as OUT.tmp, renamed when complete)");
+    cmd->add_option("--type", a->type, "weight type of the matrices: " + quantize_target_names() +
+                                           " (norm weights stay as they are)");
+    cmd->add_option("-t,--threads", a->threads, "CPU threads (default: all)");
+    cmd->add_flag("-v,--verbose", a->verbose, "one line per tensor on stderr");
+    cmd->add_option("--synthetic", a->synthetic, "not accepted: synthetic models cannot be rewritten")
+        ->group("");  // hidden: there only to say why
+    cmd->callback([a] { run_quantize(*a); });
+}
+
+}  // namespace ridge::cli
