@@ -16,6 +16,7 @@ namespace ridge {
 enum class Op {
     Embed,       // token embedding lookup (one table row per token)
     Norm,        // RMSNorm (two per layer, and the final norm)
+    Quantize,    // a matmul input as 16-bit integers (the fast path; see kernels/cpu/matmul_int.h)
     Q, K, V,     // the query / key / value projections
     Rope,        // rotary position embedding of q and k
     KVStore,     // keys and values into the KV cache
@@ -35,6 +36,7 @@ inline const char* op_name(Op op) {
     switch (op) {
         case Op::Embed: return "embedding";
         case Op::Norm: return "norm";
+        case Op::Quantize: return "quantize";
         case Op::Q: return "q";
         case Op::K: return "k";
         case Op::V: return "v";

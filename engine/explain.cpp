@@ -4,11 +4,13 @@
 #include "engine/explain.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 
 #include "engine/kv_cache.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_int.h"
 #include "kernels/cpu/ops.h"
 #include "weights/error.h"
 #include "weights/model_stats.h"
@@ -29,11 +31,20 @@ std::string dims(std::string name, int64_t a, int64_t b) {
 
 std::string type_name(DType t) { return std::string(dtype_name(t)); }
 
-// in (m x k) · W (k x n), W stored as a GGUF {k, n} tensor.
+// in (m x k) · W (k x n), W stored as a GGUF {k, n} tensor; q16: the input given as 16-bit integers.
 ExplainOp matmul_op(Op kind, const std::string& name, const std::string& in, const std::string& w_name,
-                    const TensorView& W, int64_t m) {
+                    const TensorView& W, int64_t m, bool q16) {
     const int64_t k = W.ne(0), n = W.ne(1);
-    return {kind, name, dims(dims(in, m, k) + " · " + w_name, k, n), type_name(W.type), cpu::matmul_cost(W, m)};
+    return {kind, name, dims(dims(in, m, k) + " · " + w_name, k, n), type_name(W.type), cpu::matmul_cost(W, m, q16)};
+}
+
+// Appends forward()'s 16-bit integer copy of the input `in` (m x k) when the model's fast path makes one for
+// these weights; returns whether it did (the matmuls then take it).
+bool quantize_op(std::vector<ExplainOp>& ops, const Model& model, std::initializer_list<const TensorView*> weights,
+                 const std::string& in, int64_t m, int64_t k) {
+    if (!model.int_input(weights)) return false;
+    ops.push_back({Op::Quantize, "quantize", dims(in, m, k) + " → int16", "F32", cpu::quantize_rows_cost(m, k)});
+    return true;
 }
 
 ExplainOp f32_op(Op kind, const std::string& name, const std::string& shape, const cpu::Cost& cost) {
@@ -41,8 +52,9 @@ ExplainOp f32_op(Op kind, const std::string& name, const std::string& shape, con
 }
 
 // The ops of one layer for `rows` rows at positions first_pos.., in forward() order.
-std::vector<ExplainOp> layer_ops(const Config& c, const LayerWeights& L, int64_t rows, int64_t n_keys,
+std::vector<ExplainOp> layer_ops(const Model& model, const LayerWeights& L, int64_t rows, int64_t n_keys,
                                  int64_t first_pos, DType kv_type) {
+    const Config& c = model.config;
     const int64_t m = rows, d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
     const cpu::RopeParams rope{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style};
     const cpu::AttentionShape heads{c.n_heads, c.n_kv_heads, c.head_dim};
@@ -51,28 +63,32 @@ std::vector<ExplainOp> layer_ops(const Config& c, const LayerWeights& L, int64_t
     const std::string causal = m == 1 ? "" : " causal";
     const cpu::AttentionCost attn = cpu::attention_cost(m, double(n_keys), int(kv_dim), kv_type, heads);
     const std::string h = std::to_string(c.n_heads) + "h × ";
-    return {
-        f32_op(Op::Norm, "attn_norm", dims("rmsnorm x", m, d), cpu::rmsnorm_cost(m, d)),
-        matmul_op(Op::Q, "q", "x", "Wq", *L.attn_q, m),
-        matmul_op(Op::K, "k", "x", "Wk", *L.attn_k, m),
-        matmul_op(Op::V, "v", "x", "Wv", *L.attn_v, m),
-        f32_op(Op::Rope, "rope", dims(dims("q", m, q_dim) + ", k", m, kv_dim),
-               cpu::rope_cost(m, c.n_heads, rope) + cpu::rope_cost(m, c.n_kv_heads, rope)),
-        {Op::KVStore, "kv_store", dims("k, v", m, kv_dim) + " → cache", kv, cpu::kv_store_cost(m, kv_dim, kv_type)},
-        // One attention kernel, in its two products: the scores Q·Kᵀ/sqrt(head_dim) with their
-        // softmax (reading every key), then the mix P·V (reading every value).
-        {Op::AttnScores, "attn_scores", dims(dims(h + "q", m, c.head_dim) + " · Kᵀ", c.head_dim, seen) + causal, kv,
-         attn.scores},
-        {Op::AttnMix, "attn_mix", dims(dims(h + "p", m, seen) + " · V", seen, c.head_dim) + causal, kv, attn.mix},
-        matmul_op(Op::O, "o", "attn", "Wo", *L.attn_output, m),
-        f32_op(Op::Residual, "attn_resid", dims("x", m, d) + " += attn_out", cpu::add_cost(m * d)),
-        f32_op(Op::Norm, "ffn_norm", dims("rmsnorm x", m, d), cpu::rmsnorm_cost(m, d)),
-        matmul_op(Op::Gate, "gate", "x", "Wgate", *L.ffn_gate, m),
-        matmul_op(Op::Up, "up", "x", "Wup", *L.ffn_up, m),
-        f32_op(Op::Swiglu, "swiglu", dims("silu(gate) * up", m, n_ff), cpu::swiglu_cost(m * n_ff)),
-        matmul_op(Op::Down, "down", "act", "Wdown", *L.ffn_down, m),
-        f32_op(Op::Residual, "ffn_resid", dims("x", m, d) + " += ffn_out", cpu::add_cost(m * d)),
-    };
+    std::vector<ExplainOp> ops;
+    ops.push_back(f32_op(Op::Norm, "attn_norm", dims("rmsnorm x", m, d), cpu::rmsnorm_cost(m, d)));
+    bool q16 = quantize_op(ops, model, {L.attn_q, L.attn_k, L.attn_v}, "x", m, d);
+    ops.push_back(matmul_op(Op::Q, "q", "x", "Wq", *L.attn_q, m, q16));
+    ops.push_back(matmul_op(Op::K, "k", "x", "Wk", *L.attn_k, m, q16));
+    ops.push_back(matmul_op(Op::V, "v", "x", "Wv", *L.attn_v, m, q16));
+    ops.push_back(f32_op(Op::Rope, "rope", dims(dims("q", m, q_dim) + ", k", m, kv_dim),
+                         cpu::rope_cost(m, c.n_heads, rope) + cpu::rope_cost(m, c.n_kv_heads, rope)));
+    ops.push_back({Op::KVStore, "kv_store", dims("k, v", m, kv_dim) + " → cache", kv, cpu::kv_store_cost(m, kv_dim, kv_type)});
+    // One attention kernel, in its two products: the scores Q·Kᵀ/sqrt(head_dim) with their
+    // softmax (reading every key), then the mix P·V (reading every value).
+    ops.push_back({Op::AttnScores, "attn_scores", dims(dims(h + "q", m, c.head_dim) + " · Kᵀ", c.head_dim, seen) + causal,
+                   kv, attn.scores});
+    ops.push_back({Op::AttnMix, "attn_mix", dims(dims(h + "p", m, seen) + " · V", seen, c.head_dim) + causal, kv, attn.mix});
+    q16 = quantize_op(ops, model, {L.attn_output}, "attn", m, q_dim);
+    ops.push_back(matmul_op(Op::O, "o", "attn", "Wo", *L.attn_output, m, q16));
+    ops.push_back(f32_op(Op::Residual, "attn_resid", dims("x", m, d) + " += attn_out", cpu::add_cost(m * d)));
+    ops.push_back(f32_op(Op::Norm, "ffn_norm", dims("rmsnorm x", m, d), cpu::rmsnorm_cost(m, d)));
+    q16 = quantize_op(ops, model, {L.ffn_gate, L.ffn_up}, "x", m, d);
+    ops.push_back(matmul_op(Op::Gate, "gate", "x", "Wgate", *L.ffn_gate, m, q16));
+    ops.push_back(matmul_op(Op::Up, "up", "x", "Wup", *L.ffn_up, m, q16));
+    ops.push_back(f32_op(Op::Swiglu, "swiglu", dims("silu(gate) * up", m, n_ff), cpu::swiglu_cost(m * n_ff)));
+    q16 = quantize_op(ops, model, {L.ffn_down}, "act", m, n_ff);
+    ops.push_back(matmul_op(Op::Down, "down", "act", "Wdown", *L.ffn_down, m, q16));
+    ops.push_back(f32_op(Op::Residual, "ffn_resid", dims("x", m, d) + " += ffn_out", cpu::add_cost(m * d)));
+    return ops;
 }
 
 // Embedding lookup before the layers; final norm and logits (for m_out rows) after them.
@@ -80,12 +96,14 @@ std::vector<ExplainOp> outside_ops(const Model& model, int64_t rows, int64_t m_o
     const Config& c = model.config;
     // forward() normalizes each logits row with its own call.
     const cpu::Cost final_norm = cpu::Cost(cpu::rmsnorm_cost(1, c.n_embd)).scale(double(m_out));
-    return {
+    std::vector<ExplainOp> ops = {
         {Op::Embed, "embedding", dims(std::to_string(rows) + (rows == 1 ? " row" : " rows") + " of E", c.n_vocab, c.n_embd),
          type_name(model.token_embd->type), cpu::embed_cost(*model.token_embd, rows)},
         f32_op(Op::Norm, "final_norm", dims("rmsnorm x", m_out, c.n_embd), final_norm),
-        matmul_op(Op::OutputHead, "logits", "x", c.tied_output ? "Eᵀ" : "Wout", *model.output, m_out),
     };
+    const bool q16 = quantize_op(ops, model, {model.output}, "x", m_out, c.n_embd);
+    ops.push_back(matmul_op(Op::OutputHead, "logits", "x", c.tied_output ? "Eᵀ" : "Wout", *model.output, m_out, q16));
+    return ops;
 }
 
 bool same_types(const LayerWeights& a, const LayerWeights& b) {
@@ -106,7 +124,7 @@ ExplainPhase make_phase(const std::string& name, const Model& model, int64_t row
     // Row i sees positions 0..first_pos+i: the sum of (first_pos + i + 1).
     p.n_keys = rows * (first_pos + 1) + rows * (rows - 1) / 2;
     for (int l = 0; l < c.n_layers; l++) {
-        std::vector<ExplainOp> ops = layer_ops(c, model.layers[size_t(l)], rows, p.n_keys, first_pos, kv_type);
+        std::vector<ExplainOp> ops = layer_ops(model, model.layers[size_t(l)], rows, p.n_keys, first_pos, kv_type);
         for (const ExplainOp& op : ops) {
             p.layers += op.cost;
             p.by_op[size_t(op.op)] += op.cost;
@@ -130,9 +148,12 @@ uint64_t Explain::memory_bytes() const {
 
 uint64_t workspace_bytes(const Config& c, int64_t m, int64_t m_out) {
     const int64_t d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
-    // x, x_norm, attn_out, ffn_out (d); q, attn (q_dim); k, v (kv_dim); gate, up, act (n_ff).
+    // x, x_norm, attn_out, ffn_out (d); q, attn (q_dim); k, v (kv_dim); gate, up, act (n_ff);
+    // the int16 copy of the widest matmul input.
     const int64_t floats = m * (4 * d + 2 * q_dim + 2 * kv_dim + 3 * n_ff) + m_out * (d + c.n_vocab);
-    return uint64_t(floats) * sizeof(float) + uint64_t(m) * (sizeof(int64_t) + sizeof(cpu::AttentionRow));
+    const int64_t q_blocks = m * std::max({d, q_dim, n_ff}) / 32;
+    return uint64_t(floats) * sizeof(float) + uint64_t(m) * (sizeof(int64_t) + sizeof(cpu::AttentionRow)) +
+           uint64_t(q_blocks) * sizeof(cpu::ActBlock);
 }
 
 Explain explain_model(const ModelFile& file, const ExplainOptions& opt) {
@@ -140,7 +161,8 @@ Explain explain_model(const ModelFile& file, const ExplainOptions& opt) {
     if (opt.context < 1) throw Error("explain: context c = " + std::to_string(opt.context) + " must be >= 1");
     if (opt.kv_type != DType::F32 && opt.kv_type != DType::F16)
         throw Error("explain: KV cache type " + type_name(opt.kv_type) + " must be F32 or F16");
-    const Model model = Model::from_file(file);
+    Model model = Model::from_file(file);
+    model.exact = opt.exact;
     const Config& c = model.config;
     const ModelStats stats = compute_stats(file);
 

@@ -22,6 +22,7 @@ struct ExplainOptions {
     int tokens = 1;             // T: prompt tokens run as one forward of T rows (positions 0..T-1)
     int context = 512;          // c: positions the decoded token attends to (itself and c-1 before)
     DType kv_type = DType::F32; // KV cache element type: F32 or F16
+    bool exact = false;         // Model::exact: f32 activations for every matmul (no quantize ops)
 };
 
 // One op of forward(): what it computes and what it costs, for one layer (or outside the layers).

@@ -32,6 +32,7 @@ void Workspace::reserve(const Config& c, int64_t m, int64_t m_out) {
     grow(logits, m_out * c.n_vocab);
     grow(slots, m);
     grow(attn_rows, m);
+    grow(x_q.blocks, m * std::max({d, q_dim, n_ff}) / 32);  // the widest matmul input
     n_vocab = c.n_vocab;
 }
 
@@ -80,6 +81,14 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
     auto dump_rows = [&](const std::string& name, const std::vector<float>& buf, int64_t rows, int64_t width) {
         if (dump) dump->write(name, buf.data(), long(rows), long(width));
     };
+    // On the fast path an input shared by matmuls with an integer kernel (q, k, v; gate, up; o;
+    // down; the logits) is quantized to 16-bit integers once, into ws.x_q; nullptr means f32 only.
+    auto quantize = [&](int layer, std::initializer_list<const TensorView*> weights, const std::vector<float>& x,
+                        int64_t rows, int64_t width) -> const cpu::QuantizedRows* {
+        if (!model.int_input(weights)) return nullptr;
+        count(layer, Op::Quantize, cpu::quantize_rows(x.data(), rows, width, ws.x_q));
+        return &ws.x_q;
+    };
     const cpu::RopeParams rope{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style};
     const cpu::AttentionShape heads{c.n_heads, c.n_kv_heads, c.head_dim};
 
@@ -95,9 +104,10 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         // Attention block: x_norm = rmsnorm(x); q, k, v = x_norm W_q, W_k, W_v; rotate q, k.
         count(l, Op::Norm, cpu::rmsnorm(ws.x.data(), f32_data(L.attn_norm), m, d, c.norm_eps, ws.x_norm.data()));
         dump_rows(name + "attn_norm", ws.x_norm, m, d);
-        count(l, Op::Q, cpu::matmul(*L.attn_q, ws.x_norm.data(), m, ws.q.data()));
-        count(l, Op::K, cpu::matmul(*L.attn_k, ws.x_norm.data(), m, ws.k.data()));
-        count(l, Op::V, cpu::matmul(*L.attn_v, ws.x_norm.data(), m, ws.v.data()));
+        const cpu::QuantizedRows* xq = quantize(l, {L.attn_q, L.attn_k, L.attn_v}, ws.x_norm, m, d);
+        count(l, Op::Q, cpu::matmul(*L.attn_q, ws.x_norm.data(), m, xq, ws.q.data()));
+        count(l, Op::K, cpu::matmul(*L.attn_k, ws.x_norm.data(), m, xq, ws.k.data()));
+        count(l, Op::V, cpu::matmul(*L.attn_v, ws.x_norm.data(), m, xq, ws.v.data()));
         dump_rows(name + "q", ws.q, m, q_dim);
         dump_rows(name + "k", ws.k, m, kv_dim);
         dump_rows(name + "v", ws.v, m, kv_dim);
@@ -110,7 +120,8 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         count(l, Op::KVStore, cpu::kv_store(kv, ws.k.data(), ws.v.data(), ws.slots.data(), m));
         count_attention(l, cpu::attention(ws.q.data(), ws.attn_rows.data(), m, kv, heads, ws.attn.data()));
         dump_rows(name + "attn", ws.attn, m, q_dim);
-        count(l, Op::O, cpu::matmul(*L.attn_output, ws.attn.data(), m, ws.attn_out.data()));
+        xq = quantize(l, {L.attn_output}, ws.attn, m, q_dim);
+        count(l, Op::O, cpu::matmul(*L.attn_output, ws.attn.data(), m, xq, ws.attn_out.data()));
         dump_rows(name + "attn_out", ws.attn_out, m, d);
         count(l, Op::Residual, cpu::add(ws.x.data(), ws.attn_out.data(), m * d));
         dump_rows(name + "attn_resid", ws.x, m, d);
@@ -118,13 +129,15 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         // Feed-forward block: x_norm = rmsnorm(x); ffn_out = (silu(x_norm W_gate) * x_norm W_up) W_down.
         count(l, Op::Norm, cpu::rmsnorm(ws.x.data(), f32_data(L.ffn_norm), m, d, c.norm_eps, ws.x_norm.data()));
         dump_rows(name + "ffn_norm", ws.x_norm, m, d);
-        count(l, Op::Gate, cpu::matmul(*L.ffn_gate, ws.x_norm.data(), m, ws.ffn_gate.data()));
-        count(l, Op::Up, cpu::matmul(*L.ffn_up, ws.x_norm.data(), m, ws.ffn_up.data()));
+        xq = quantize(l, {L.ffn_gate, L.ffn_up}, ws.x_norm, m, d);
+        count(l, Op::Gate, cpu::matmul(*L.ffn_gate, ws.x_norm.data(), m, xq, ws.ffn_gate.data()));
+        count(l, Op::Up, cpu::matmul(*L.ffn_up, ws.x_norm.data(), m, xq, ws.ffn_up.data()));
         dump_rows(name + "ffn_gate", ws.ffn_gate, m, n_ff);
         dump_rows(name + "ffn_up", ws.ffn_up, m, n_ff);
         count(l, Op::Swiglu, cpu::swiglu(ws.ffn_gate.data(), ws.ffn_up.data(), m * n_ff, ws.ffn_act.data()));
         dump_rows(name + "ffn_act", ws.ffn_act, m, n_ff);
-        count(l, Op::Down, cpu::matmul(*L.ffn_down, ws.ffn_act.data(), m, ws.ffn_out.data()));
+        xq = quantize(l, {L.ffn_down}, ws.ffn_act, m, n_ff);
+        count(l, Op::Down, cpu::matmul(*L.ffn_down, ws.ffn_act.data(), m, xq, ws.ffn_out.data()));
         dump_rows(name + "ffn_out", ws.ffn_out, m, d);
         count(l, Op::Residual, cpu::add(ws.x.data(), ws.ffn_out.data(), m * d));
         dump_rows(name + "out", ws.x, m, d);
@@ -140,7 +153,8 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         r++;
     }
     dump_rows("final_norm", ws.out_norm, m_out, d);
-    count(-1, Op::OutputHead, cpu::matmul(*model.output, ws.out_norm.data(), m_out, ws.logits.data()));
+    const cpu::QuantizedRows* xq = quantize(-1, {model.output}, ws.out_norm, m_out, d);
+    count(-1, Op::OutputHead, cpu::matmul(*model.output, ws.out_norm.data(), m_out, xq, ws.logits.data()));
     dump_rows("logits", ws.logits, m_out, c.n_vocab);
 }
 

@@ -11,6 +11,7 @@
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul_int.h"
 
 namespace ridge {
 
@@ -46,6 +47,7 @@ struct Workspace {
     std::vector<float> ffn_out;    // (m, d)
     std::vector<float> out_norm;   // (m_out, d) final norm of the rows that want logits
     std::vector<float> logits;     // (m_out, n_vocab) in batch order of those rows
+    cpu::QuantizedRows x_q;       // (m, k) the current matmul input as int16 (fast path)
     std::vector<int64_t> slots;    // (m) KV slot of each row
     std::vector<cpu::AttentionRow> attn_rows;  // (m) what each row may attend to
     int64_t n_logit_rows = 0;      // m_out of the last forward

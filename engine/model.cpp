@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "kernels/cpu/matmul_int.h"
 #include "weights/error.h"
 
 namespace ridge {
@@ -74,6 +75,13 @@ int64_t Model::n_params() const {
                                     L.ffn_gate, L.ffn_up, L.ffn_down})
             n += w->n_elements();
     return n;
+}
+
+bool Model::int_input(std::initializer_list<const TensorView*> weights) const {
+    if (exact) return false;
+    for (const TensorView* w : weights)
+        if (cpu::int_simd_types(w->type)) return true;
+    return false;
 }
 
 }  // namespace ridge

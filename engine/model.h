@@ -3,6 +3,7 @@
 // what was expected and what was found). The views live as long as the ModelFile they came from.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "weights/config.h"
@@ -30,6 +31,10 @@ struct Model {
     const TensorView* output_norm = nullptr;  // (d) F32
     const TensorView* output = nullptr;       // (n_vocab, d); token_embd itself when tied
     std::vector<LayerWeights> layers;         // (n_layers)
+    // How the matmuls multiply. false (the default, fast): a matmul whose weights have an
+    // integer kernel (Q4_0, Q4_1, Q8_0) gets its input rows quantized to 16-bit integers (matmul_int.h).
+    // true (--exact): every matmul takes f32 activations, the reference arithmetic.
+    bool exact = false;
 
     // Looks every tensor up in `file` (which must outlive the Model); ridge::Error naming the
     // file and tensor for anything missing or of the wrong type or shape.
@@ -39,6 +44,9 @@ struct Model {
     // norms and one embedding row.
     double weight_bytes_per_token() const;
     int64_t n_params() const;
+    // Whether forward() quantizes an input shared by these matmuls to 16-bit integers: on the fast path,
+    // when one of them has an integer kernel.
+    bool int_input(std::initializer_list<const TensorView*> weights) const;
 };
 
 // Norm weights as plain floats (the views are F32 by construction).

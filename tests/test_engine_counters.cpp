@@ -82,7 +82,10 @@ TEST(Counters, EachProjectionCostsTwoMNK) {
             EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.weight_bytes,
                              L * c.q_dim() * double(row_bytes(m.layers[0].attn_q->type, c.n_embd)))
                 << path;
-            EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.act_read, L * 4.0 * T * d) << path;
+            // The input: f32 rows, or on the fast path their 16-bit integer blocks (72 bytes per 32).
+            const bool q16 = m.int_input({m.layers[0].attn_q});
+            EXPECT_EQ(q16, path == kSmol);  // SmolLM2 is Q4_1; stories260K F32
+            EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.act_read, L * T * (q16 ? d / 32 * 72 : 4.0 * d)) << path;
             EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.act_written, L * 4.0 * T * c.q_dim()) << path;
         }
     }
@@ -175,7 +178,12 @@ TEST(Counters, DecodeFlopsAreTwoNPlusAttention) {
                                        + 6.0 * L * (c.n_heads + c.n_kv_heads) * (c.rope_dim / 2)  // rope
                                        + 5.0 * L * c.n_ff                                       // swiglu
                                        + 2.0 * L * d_;                                          // residuals
-            EXPECT_DOUBLE_EQ(k.total().cost.flops, 2 * N + attention + elementwise) << path;
+            // On the fast path every matmul input is quantized once (3 FLOPs per element): x for
+            // q/k/v and for gate/up, attn for o, act for down; the final x for the logits.
+            const double quantize = m.int_input({m.layers[0].attn_q})
+                                        ? 3.0 * (L * (2 * d_ + c.q_dim() + c.n_ff) + d_) : 0.0;
+            EXPECT_DOUBLE_EQ(k.op(Op::Quantize).cost.flops, quantize) << path;
+            EXPECT_DOUBLE_EQ(k.total().cost.flops, 2 * N + attention + elementwise + quantize) << path;
             // "about 2N": on SmolLM2 the element-wise ops are under 1% (stories260K, d = 64, is
             // small enough for them to reach 2%).
             EXPECT_LT(elementwise, (path == kSmol ? 0.01 : 0.05) * k.total().cost.flops) << path;
@@ -202,12 +210,12 @@ TEST(Counters, LayersAndOpsSumToTheTotal) {
             EXPECT_EQ(s->calls, total.calls);
         }
         // Every layer has the same shapes and types, so the same cost; outside the layers only
-        // the embedding, final norm and output head.
+        // the embedding, final norm, the head's quantized input and the output head.
         for (int l = 1; l < m.config.n_layers; l++)
             EXPECT_DOUBLE_EQ(k->layer(l).cost.bytes(), k->layer(0).cost.bytes()) << "layer " << l;
         for (size_t i = 0; i < kNumOps; i++) {
             const Op op = Op(i);
-            const bool outside = op == Op::Embed || op == Op::Norm || op == Op::OutputHead;
+            const bool outside = op == Op::Embed || op == Op::Norm || op == Op::Quantize || op == Op::OutputHead;
             EXPECT_EQ(k->outside[i].calls > 0, outside) << op_name(op);
             EXPECT_GT(k->op(op).calls, 0) << op_name(op);
             EXPECT_GE(k->op(op).seconds, 0.0) << op_name(op);

@@ -129,6 +129,7 @@ TEST(Explain, SmolLM2Shapes) {
     };
     const std::vector<Want> decode = {
         {"attn_norm", Op::Norm, "rmsnorm x(1×576)", "F32"},
+        {"quantize", Op::Quantize, "x(1×576) → int16", "F32"},
         {"q", Op::Q, "x(1×576) · Wq(576×576)", "Q4_1"},
         {"k", Op::K, "x(1×576) · Wk(576×192)", "Q4_1"},
         {"v", Op::V, "x(1×576) · Wv(576×192)", "Q4_1"},
@@ -136,12 +137,15 @@ TEST(Explain, SmolLM2Shapes) {
         {"kv_store", Op::KVStore, "k, v(1×192) → cache", "F32"},
         {"attn_scores", Op::AttnScores, "9h × q(1×64) · Kᵀ(64×512)", "F32"},
         {"attn_mix", Op::AttnMix, "9h × p(1×512) · V(512×64)", "F32"},
+        {"quantize", Op::Quantize, "attn(1×576) → int16", "F32"},
         {"o", Op::O, "attn(1×576) · Wo(576×576)", "Q4_1"},
         {"attn_resid", Op::Residual, "x(1×576) += attn_out", "F32"},
         {"ffn_norm", Op::Norm, "rmsnorm x(1×576)", "F32"},
+        {"quantize", Op::Quantize, "x(1×576) → int16", "F32"},
         {"gate", Op::Gate, "x(1×576) · Wgate(576×1536)", "Q4_1"},
         {"up", Op::Up, "x(1×576) · Wup(576×1536)", "Q4_1"},
         {"swiglu", Op::Swiglu, "silu(gate) * up(1×1536)", "F32"},
+        {"quantize", Op::Quantize, "act(1×1536) → int16", "F32"},
         {"down", Op::Down, "act(1×1536) · Wdown(1536×576)", "Q4_1"},
         {"ffn_resid", Op::Residual, "x(1×576) += ffn_out", "F32"},
     };
@@ -153,23 +157,31 @@ TEST(Explain, SmolLM2Shapes) {
         EXPECT_EQ(e.decode.layer[i].type, decode[i].type) << decode[i].name;
     }
     // SmolLM2 ties its output head to the Q8_0 embedding table.
-    ASSERT_EQ(e.decode.outside.size(), 3u);
+    ASSERT_EQ(e.decode.outside.size(), 4u);
     EXPECT_EQ(e.decode.outside[0].name, "embedding");
     EXPECT_EQ(e.decode.outside[0].shape, "1 row of E(49152×576)");
     EXPECT_EQ(e.decode.outside[1].shape, "rmsnorm x(1×576)");
-    EXPECT_EQ(e.decode.outside[2].name, "logits");
-    EXPECT_EQ(e.decode.outside[2].op, Op::OutputHead);
-    EXPECT_EQ(e.decode.outside[2].shape, "x(1×576) · Eᵀ(576×49152)");
-    EXPECT_EQ(e.decode.outside[2].type, "Q8_0");
+    EXPECT_EQ(e.decode.outside[2].op, Op::Quantize);
+    EXPECT_EQ(e.decode.outside[3].name, "logits");
+    EXPECT_EQ(e.decode.outside[3].op, Op::OutputHead);
+    EXPECT_EQ(e.decode.outside[3].shape, "x(1×576) · Eᵀ(576×49152)");
+    EXPECT_EQ(e.decode.outside[3].type, "Q8_0");
 
     // Prefill of 64 rows: the same ops on (64 × k) inputs, causal attention over 64 positions,
     // the embedding 64 rows, the logits for the last row only.
-    EXPECT_EQ(e.prefill.layer[1].shape, "x(64×576) · Wq(576×576)");
-    EXPECT_EQ(e.prefill.layer[14].shape, "act(64×1536) · Wdown(1536×576)");
-    EXPECT_EQ(e.prefill.layer[6].shape, "9h × q(64×64) · Kᵀ(64×64) causal");
-    EXPECT_EQ(e.prefill.layer[7].shape, "9h × p(64×64) · V(64×64) causal");
+    EXPECT_EQ(e.prefill.layer[2].shape, "x(64×576) · Wq(576×576)");
+    EXPECT_EQ(e.prefill.layer[18].shape, "act(64×1536) · Wdown(1536×576)");
+    EXPECT_EQ(e.prefill.layer[7].shape, "9h × q(64×64) · Kᵀ(64×64) causal");
+    EXPECT_EQ(e.prefill.layer[8].shape, "9h × p(64×64) · V(64×64) causal");
     EXPECT_EQ(e.prefill.outside[0].shape, "64 rows of E(49152×576)");
-    EXPECT_EQ(e.prefill.outside[2].shape, "x(1×576) · Eᵀ(576×49152)");
+    EXPECT_EQ(e.prefill.outside[3].shape, "x(1×576) · Eᵀ(576×49152)");
+    // --exact: the same ops without the quantize steps, each matmul reading f32 rows.
+    eo.exact = true;
+    const Explain x = explain_model(*l.file, eo);
+    ASSERT_EQ(x.decode.layer.size(), decode.size() - 4);
+    for (const ExplainOp& op : x.decode.layer) EXPECT_NE(op.op, Op::Quantize);
+    EXPECT_DOUBLE_EQ(x.decode.layer[1].cost.act_read, 4.0 * 576);
+    EXPECT_DOUBLE_EQ(e.decode.layer[2].cost.act_read, 576 / 32 * 72.0);
     EXPECT_EQ(e.prefill.n_keys, 64 * 65 / 2);
 
     // The KV type is the attention's storage type.
@@ -205,7 +217,8 @@ TEST(Explain, KVCacheBytesAndMemoryToRun) {
                     sizeof(float) * (ws.x.size() + ws.x_norm.size() + ws.q.size() + ws.k.size() + ws.v.size() +
                                      ws.attn.size() + ws.attn_out.size() + ws.ffn_gate.size() + ws.ffn_up.size() +
                                      ws.ffn_act.size() + ws.ffn_out.size() + ws.out_norm.size() + ws.logits.size()) +
-                    sizeof(int64_t) * ws.slots.size() + sizeof(cpu::AttentionRow) * ws.attn_rows.size();
+                    sizeof(int64_t) * ws.slots.size() + sizeof(cpu::AttentionRow) * ws.attn_rows.size() +
+                    sizeof(cpu::ActBlock) * ws.x_q.blocks.size();
                 EXPECT_EQ(e.activation_bytes, ws_bytes) << path << " T " << T;
                 EXPECT_EQ(workspace_bytes(c, T, 1), ws_bytes);
                 EXPECT_EQ(e.memory_bytes(), e.weight_bytes + (kv == DType::F32 ? values * 4 : values * 2) + ws_bytes);
@@ -260,13 +273,17 @@ TEST(Explain, SmolLM2VerdictsFollowTheRidgePoint) {
     ExplainOptions eo;
     eo.tokens = 64;
     const Explain e = explain_model(*l.file, eo);
-    EXPECT_DOUBLE_EQ(e.decode.layer[1].cost.intensity(), 2.0 * 32 / 20);  // 2 FLOPs per 20/32 byte
-    EXPECT_EQ(roofline_bound(e.decode.layer[1].cost, ceil), Bound::Memory);
-    EXPECT_EQ(roofline_bound(e.prefill.layer[1].cost, ceil), Bound::Compute);
+    const ExplainOp& q = e.decode.layer[2];
+    ASSERT_EQ(q.name, "q");
+    EXPECT_DOUBLE_EQ(q.cost.intensity(), 2.0 * 32 / 20);  // 2 FLOPs per 20/32 byte
+    EXPECT_EQ(roofline_bound(q.cost, ceil), Bound::Memory);
+    EXPECT_EQ(roofline_bound(e.prefill.layer[2].cost, ceil), Bound::Compute);
     EXPECT_EQ(roofline_bound(e.decode.total, ceil), Bound::Memory);
-    EXPECT_EQ(roofline_bound(e.decode.layer[4].cost, ceil), Bound::Cache);  // rope
+    ASSERT_EQ(e.decode.layer[5].name, "rope");
+    EXPECT_EQ(roofline_bound(e.decode.layer[5].cost, ceil), Bound::Cache);
+    EXPECT_EQ(roofline_bound(e.decode.layer[1].cost, ceil), Bound::Cache);  // quantize
     ceil.fma_gflops = 50.0;  // I* = 2.5: the decode matvecs are compute-bound now
-    EXPECT_EQ(roofline_bound(e.decode.layer[1].cost, ceil), Bound::Compute);
+    EXPECT_EQ(roofline_bound(q.cost, ceil), Bound::Compute);
 }
 
 // ---- bad options --------------------------------------------------------------------------------

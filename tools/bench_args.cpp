@@ -12,6 +12,7 @@ namespace ridge::cli {
 
 void BenchArgs::add_options(CLI::App* cmd) {
     model.add_options(cmd, /*with_tokenizer=*/false);
+    model.add_exact_option(cmd);
     cmd->add_option("-p,--n-prompt", opt.n_prompt, "prefill test: prompt tokens (0 skips it)")->capture_default_str();
     cmd->add_option("-n,--n-gen", opt.n_gen, "decode test: generated tokens (0 skips it)")->capture_default_str();
     cmd->add_option("-r,--repetitions", opt.reps, "timed repetitions of each test (after one warm-up)")

@@ -17,7 +17,7 @@ struct BenchArgs {
     bool threads_set = false;
     std::string kv_type = "f32";
 
-    // Adds -m/--synthetic..., -p, -n, -r, -t, -b, --kv-type, --seed to `cmd` (bound to these fields).
+    // Adds -m/--synthetic..., --exact, -p, -n, -r, -t, -b, --kv-type, --seed to `cmd` (bound to these fields).
     void add_options(CLI::App* cmd);
     // ridge::Error (one line) for a bad value; sets the OpenMP thread count; returns it.
     int check_and_apply();

@@ -105,7 +105,8 @@ void run(BenchCommand& cmd) {
     const int threads = a.check_and_apply();
     a.opt.count = !cmd.no_count;
     const std::unique_ptr<ModelFile> file = a.model.open();
-    const Model model = Model::from_file(*file);
+    Model model = Model::from_file(*file);
+    model.exact = a.model.exact;
     const ModelStats stats = compute_stats(*file);
     const Config& c = model.config;
     const Ceilings ceil = machine_ceilings(threads);  // saved, or measured now (a note on stderr)
@@ -127,6 +128,7 @@ void run(BenchCommand& cmd) {
         j["repetitions"] = a.opt.reps;
         j["seed"] = a.opt.seed;
         j["counting"] = a.opt.count;
+        j["exact"] = model.exact;
         j["ceilings"] = {{"threads", ceil.threads},
                          {"bandwidth_gbs", ceil.bandwidth_gbs},
                          {"peak_gflops", ceil.peak_gflops()},
@@ -144,10 +146,10 @@ void run(BenchCommand& cmd) {
     }
 
     std::printf("model: %s (%s, %s params, %sB of %s weights), %d threads, KV cache %s, batch %d, "
-                "%d repetitions after a warm-up%s\n\n",
+                "%d repetitions after a warm-up%s%s\n\n",
                 file->path().c_str(), c.arch.c_str(), si(double(stats.n_params)).c_str(),
                 si(double(stats.weight_bytes)).c_str(), types_of(stats).c_str(), res.threads, a.kv_type.c_str(),
-                a.opt.max_rows, a.opt.reps, a.opt.count ? "" : ", counting off");
+                a.opt.max_rows, a.opt.reps, a.opt.count ? "" : ", counting off", model.exact ? ", --exact" : "");
     std::printf("| test | t/s | min .. max | FLOP/token | bytes/token | FLOP/byte | GB/s | GFLOP/s | bound t/s | "
                 "%% of bound |\n");
     std::printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");

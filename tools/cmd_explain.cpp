@@ -109,6 +109,7 @@ void run_explain(ExplainArgs& a) {
     opt.tokens = a.tokens;
     opt.context = a.context;
     opt.kv_type = a.kv_type == "f16" ? DType::F16 : DType::F32;
+    opt.exact = a.model.exact;
     const Explain e = explain_model(*file, opt);
     const Config& c = e.config;
 
@@ -201,6 +202,7 @@ void register_explain(CLI::App& app) {
         "explain", "The roofline on paper: each op's FLOPs, bytes, intensity and bound; KV cache and memory");
     auto a = std::make_shared<ExplainArgs>();
     a->model.add_options(cmd, false);
+    a->model.add_exact_option(cmd);
     cmd->add_option("-T,--tokens", a->tokens, "prompt tokens in one prefill pass (1: show a decode step)")
         ->capture_default_str();
     cmd->add_option("-c,--context", a->context, "positions a decode step attends to")->capture_default_str();

@@ -46,6 +46,7 @@ struct RunOptions {
 
 void add_common_options(CLI::App* cmd, RunOptions& o) {
     o.model.add_options(cmd);
+    o.model.add_exact_option(cmd);
     cmd->add_option("-t,--threads", o.threads, "CPU threads (default: all)")->each([&o](const std::string&) {
         o.threads_set = true;
     });
@@ -101,6 +102,7 @@ Loaded load(const RunOptions& o) {
     if (o.threads_set) omp_set_num_threads(o.threads);
     L.file = o.model.open();
     L.model = Model::from_file(*L.file);
+    L.model.exact = o.model.exact;
     const Config& c = L.model.config;
     L.tok = o.model.open_tokenizer(*L.file);
     if (L.tok->n_vocab() != c.n_vocab)

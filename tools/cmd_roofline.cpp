@@ -53,7 +53,8 @@ void run(RooflineCommand& cmd) {
     const int threads = a.check_and_apply();
     check_writable(cmd.output);
     const std::unique_ptr<ModelFile> file = a.model.open();
-    const Model model = Model::from_file(*file);
+    Model model = Model::from_file(*file);
+    model.exact = a.model.exact;
     const Ceilings ceil = machine_ceilings(threads);
     const BenchResult res = run_bench(model, a.opt, &ceil);
 

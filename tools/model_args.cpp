@@ -44,6 +44,12 @@ void ModelArgs::add_options(CLI::App* cmd, bool with_tokenizer) {
         ->each([this](const std::string&) { synthetic_seed_given = true; });
 }
 
+void ModelArgs::add_exact_option(CLI::App* cmd) {
+    cmd->add_flag("--exact", exact,
+                  "f32 activations in every matmul (the reference arithmetic); by default Q4_0/Q4_1/Q8_0 "
+                  "matmuls take their input quantized to 16-bit integers");
+}
+
 void ModelArgs::validate() const {
     if (path.empty() && synthetic.empty())
         throw Error("no model given: pass -m/--model FILE or --synthetic NAME (" + synthetic_names() + ")");

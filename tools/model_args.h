@@ -18,6 +18,7 @@ struct ModelArgs {
     std::string synthetic;        // --synthetic NAME (smollm2-135m, llama-3.2-1b, llama-3.2-3b, llama-3-8b)
     std::string synthetic_type = "q4_0";  // --synthetic-type q4_0|q8_0|f16|bf16|f32 (also q4_1|q5_0|q5_1)
     uint64_t synthetic_seed = 1;  // --synthetic-seed
+    bool exact = false;           // --exact: Model::exact (f32 activations in every matmul)
     bool synthetic_type_given = false;  // set while parsing: --synthetic-type was on the command line
     bool synthetic_seed_given = false;  // set while parsing: --synthetic-seed was on the command line
 
@@ -25,6 +26,8 @@ struct ModelArgs {
     // this object's fields: it must stay where it is (inside the command's shared state) while
     // `cmd` parses.
     void add_options(CLI::App* cmd, bool with_tokenizer = true);
+    // Adds --exact (for the commands that run the model).
+    void add_exact_option(CLI::App* cmd);
     // Opens the model; ridge::Error when neither or both of -m / --synthetic are given.
     std::unique_ptr<ModelFile> open() const;
     // The model's tokenizer: from the GGUF, from --tokenizer for a llama2.c checkpoint, or a

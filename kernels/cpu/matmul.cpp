@@ -350,6 +350,18 @@ Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y) {
     }
 }
 
+Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {
+    if (Xq != nullptr && int_simd_types(W.type)) {
+        if (Xq->m != m) throw Error("matmul: weight '" + W.name + "' got integer rows for another batch");
+        return matmul_v4_int(W, *Xq, Y);
+    }
+    return matmul(W, X, m, Y);
+}
+
+Cost matmul_cost(const TensorView& W, int64_t m, bool int_input) {
+    return int_input && int_simd_types(W.type) ? matmul_int_cost(W, m) : matmul_cost(W, m);
+}
+
 const std::vector<MatmulVariant>& matmul_variants() {
     static const std::vector<MatmulVariant> variants = {
         {"v0_scalar", matmul_v0_scalar, any_loadable},

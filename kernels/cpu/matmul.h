@@ -11,13 +11,15 @@
 //              the X rows pass over the group 2 at a time (each decoded block serves both), so W
 //              is read once. f32 throughout: only the summation order differs from v0.
 // matmul() picks the variant for the weight type (v2 for F32, v3 for Q4_0/Q4_1/Q8_0/F16 where
-// the CPU has it, v1 otherwise); decode (m = 1) is the same call (matvec).
+// the CPU has it, v1 otherwise); decode (m = 1) is the same call (matvec). Given X as 16-bit integers
+// too (matmul_int.h), it takes v4_int for the types that have an integer kernel.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/cost.h"
+#include "kernels/cpu/matmul_int.h"
 #include "weights/tensor.h"
 
 namespace ridge::cpu {
@@ -27,6 +29,12 @@ namespace ridge::cpu {
 //      k a multiple of the type's block size. X: (m, k) f32 row-major. Y: (m, n) f32, not aliasing X.
 // Cost: FLOPs 2*m*n*k; weight bytes n*row_bytes(W.type, k); activations read 4*m*k, written 4*m*n.
 Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y);
+
+// The same with X also given quantized to 16-bit integers (Xq, or nullptr): weights with an integer
+// kernel (int_simd_types) take Xq through matmul_v4_int, all others X as above.
+Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y);
+// The cost of that call: matmul_int_cost when Xq is used, matmul_cost otherwise.
+Cost matmul_cost(const TensorView& W, int64_t m, bool int_input);
 
 // Decode form (m = 1): W (n, k) @ x (k) -> y (n). Same contract and cost with m = 1.
 inline Cost matvec(const TensorView& W, const float* x, float* y) { return matmul(W, x, 1, y); }

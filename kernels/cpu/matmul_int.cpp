@@ -1,0 +1,254 @@
+// Integer activation kernels (see matmul_int.h): quantize_rows, the scalar twin and the AVX2 path.
+#include "kernels/cpu/matmul_int.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define RIDGE_MATMUL_V4 1
+#else
+#define RIDGE_MATMUL_V4 0
+#endif
+
+#include "weights/blocks.h"
+#include "weights/error.h"
+
+namespace ridge::cpu {
+
+namespace {
+
+void check(const TensorView& W, const QuantizedRows& X, const char* who) {
+    if (!int_types(W.type))
+        throw Error(std::string(who) + ": weight '" + W.name + "' is " + std::string(dtype_name(W.type)) +
+                    ", the integer kernels take Q4_0, Q4_1, Q8_0 only");
+    if (W.shape.size() != 2 || W.ne(0) != X.k || X.k % 32 != 0)
+        throw Error(std::string(who) + ": weight '" + W.name + "' of shape " + shape_str(W.shape) +
+                    " does not take rows of " + std::to_string(X.k) + " activations");
+}
+
+// The integer codes of weight block b of a row, as w[c] = scale * code[c] (+ mn).
+// Codes are returned in element order 0..31, with d the f16 scale and mn Q4_1's minimum.
+void codes(DType t, const uint8_t* row, int64_t b, int32_t* code, float& d, float& mn) {
+    mn = 0.0f;
+    if (t == DType::Q8_0) {
+        const block_q8_0& blk = reinterpret_cast<const block_q8_0*>(row)[b];
+        for (int c = 0; c < 32; c++) code[c] = blk.qs[c];
+        d = fp16_to_fp32(blk.d);
+    } else if (t == DType::Q4_0) {
+        const block_q4_0& blk = reinterpret_cast<const block_q4_0*>(row)[b];
+        for (int c = 0; c < 16; c++) {
+            code[c] = int32_t(blk.qs[c] & 0x0f) - 8;
+            code[c + 16] = int32_t(blk.qs[c] >> 4) - 8;
+        }
+        d = fp16_to_fp32(blk.d);
+    } else {  // Q4_1
+        const block_q4_1& blk = reinterpret_cast<const block_q4_1*>(row)[b];
+        for (int c = 0; c < 16; c++) {
+            code[c] = blk.qs[c] & 0x0f;
+            code[c + 16] = blk.qs[c] >> 4;
+        }
+        d = fp16_to_fp32(blk.d);
+        mn = fp16_to_fp32(blk.m);
+    }
+}
+
+#if RIDGE_MATMUL_V4
+// ---- v4 building blocks ------------------------------------------------------------------------
+// 8 int32 lanes, each a[2l] b[2l] + a[2l+1] b[2l+1] of 16 signed 16-bit lanes, added to acc.
+// Exact for our ranges: |a| <= 128, |b| <= 32767, so a lane grows by at most 2^23 per block.
+inline __m256i dot_add(__m256i acc, __m256i a, __m256i b) {
+#if defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, a, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
+inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+// A weight block's 32 codes as two vectors of 16 int16 lanes: elements 0..15 and 16..31.
+struct Codes {
+    __m256i lo, hi;
+};
+
+// 16 bytes of nibbles -> codes (low nibbles are elements 0..15, high nibbles 16..31), minus `off`.
+inline Codes nibbles(const uint8_t* qs, int off) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m256i o = _mm256_set1_epi16(int16_t(off));
+    return {_mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(v, m4)), o),
+            _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m4)), o)};
+}
+
+// One decoder per weight type: block b -> its codes, its scale d and (Q4_1) minimum mn.
+struct IntQ4_0 {
+    static constexpr bool kUsesSum = false;
+    static Codes decode(const uint8_t* row, int64_t b, float& d, float&) {
+        const block_q4_0& blk = reinterpret_cast<const block_q4_0*>(row)[b];
+        d = f16(blk.d);
+        return nibbles(blk.qs, 8);
+    }
+};
+struct IntQ4_1 {
+    static constexpr bool kUsesSum = true;
+    static Codes decode(const uint8_t* row, int64_t b, float& d, float& mn) {
+        const block_q4_1& blk = reinterpret_cast<const block_q4_1*>(row)[b];
+        d = f16(blk.d);
+        mn = f16(blk.m);
+        return nibbles(blk.qs, 0);
+    }
+};
+struct IntQ8_0 {
+    static constexpr bool kUsesSum = false;
+    static Codes decode(const uint8_t* row, int64_t b, float& d, float&) {
+        const block_q8_0& blk = reinterpret_cast<const block_q8_0*>(row)[b];
+        d = f16(blk.d);
+        const __m128i* q = reinterpret_cast<const __m128i*>(blk.qs);
+        return {_mm256_cvtepi8_epi16(_mm_loadu_si128(q)), _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1))};
+    }
+};
+
+inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// R weight rows times M rows of quantized x: y[i * y_stride + r] = w[r] . x_i.
+// Per block: the integer dot product (8 lanes), scaled by d_w * d_x into an f32 accumulator.
+template <class Dec, int R, int M>
+inline void dot_rows(const uint8_t* const* w, const ActBlock* const* x, int64_t nb, float* y, int64_t y_stride) {
+    __m256 acc[R][M];
+    float macc[R][M];
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < M; i++) acc[r][i] = _mm256_setzero_ps(), macc[r][i] = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        Codes xq[M];
+        for (int i = 0; i < M; i++) {
+            const __m256i* q = reinterpret_cast<const __m256i*>(x[i][b].q);
+            xq[i] = {_mm256_loadu_si256(q), _mm256_loadu_si256(q + 1)};
+        }
+        for (int r = 0; r < R; r++) {
+            float d, mn = 0.0f;
+            const Codes wq = Dec::decode(w[r], b, d, mn);
+            for (int i = 0; i < M; i++) {
+                const __m256i p = dot_add(dot_add(_mm256_setzero_si256(), wq.lo, xq[i].lo), wq.hi, xq[i].hi);
+                acc[r][i] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[i][b].d), _mm256_cvtepi32_ps(p), acc[r][i]);
+                // std::fma: the same rounding in every instantiation (decode = prefill, bit for bit).
+                if constexpr (Dec::kUsesSum) macc[r][i] = std::fma(mn, x[i][b].sum, macc[r][i]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < M; i++) y[i * y_stride + r] = hsum8(acc[r][i]) + macc[r][i];
+}
+
+template <class Dec>
+void matmul_v4_typed(const TensorView& W, const QuantizedRows& X, float* Y) {
+    constexpr int kRows = 4, kXRows = 2;
+    const int64_t k = X.k, n = W.ne(1), m = X.m, nb = k / 32;
+    const int64_t groups = (n + kRows - 1) / kRows;
+    const double work = double(m) * double(n) * double(k);  // multiply-adds
+#pragma omp parallel for schedule(static) if (work >= kParallelMinWork)
+    for (int64_t g = 0; g < groups; g++) {
+        const int64_t j0 = g * kRows;
+        const int64_t rows = std::min<int64_t>(kRows, n - j0);
+        const uint8_t* w[kRows];
+        for (int64_t r = 0; r < rows; r++) w[r] = W.row(j0 + r);
+        for (int64_t i = 0; i < m; i += kXRows) {
+            const int64_t xr = std::min<int64_t>(kXRows, m - i);
+            const ActBlock* x[kXRows] = {X.row(i), X.row(i + xr - 1)};
+            float* y = Y + i * n + j0;
+            if (rows == kRows && xr == kXRows) {
+                dot_rows<Dec, kRows, kXRows>(w, x, nb, y, n);
+            } else if (rows == kRows) {
+                dot_rows<Dec, kRows, 1>(w, x, nb, y, n);  // the last odd X row
+            } else {
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t ii = 0; ii < xr; ii++) dot_rows<Dec, 1, 1>(w + r, x + ii, nb, y + ii * n + r, n);
+            }
+        }
+    }
+}
+#endif  // RIDGE_MATMUL_V4
+
+}  // namespace
+
+bool int_types(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0; }
+bool int_simd_types(DType t) { return RIDGE_MATMUL_V4 && int_types(t); }
+
+Cost quantize_rows_cost(int64_t m, int64_t k) {
+    Cost c;
+    c.flops = 3.0 * double(m) * double(k);
+    c.act_read = 4.0 * double(m) * double(k);
+    c.act_written = double(m) * double(k / 32) * kActBlockBytes;
+    return c;
+}
+
+Cost quantize_rows(const float* X, int64_t m, int64_t k, QuantizedRows& out) {
+    if (k % 32 != 0) throw Error("quantize_rows: row length " + std::to_string(k) + " is not a multiple of 32");
+    out.m = m, out.k = k;
+    const int64_t nb = k / 32;
+    if (int64_t(out.blocks.size()) < m * nb) out.blocks.resize(size_t(m * nb));
+#pragma omp parallel for schedule(static) if (double(m) * double(k) >= 4 * kParallelMinWork)
+    for (int64_t i = 0; i < m * nb; i++) {
+        const float* x = X + i * 32;
+        float amax = 0.0f, sum = 0.0f;
+        for (int c = 0; c < 32; c++) amax = std::max(amax, std::fabs(x[c])), sum += x[c];
+        const float d = amax / 32767.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+        ActBlock& blk = out.blocks[size_t(i)];
+        blk.d = d;
+        blk.sum = sum;
+        for (int c = 0; c < 32; c++) blk.q[c] = int16_t(std::nearbyint(x[c] * id));
+    }
+    return quantize_rows_cost(m, k);
+}
+
+Cost matmul_int_cost(const TensorView& W, int64_t m) {
+    const double k = double(W.ne(0)), n = double(W.ne(1));
+    Cost c;
+    c.flops = 2.0 * double(m) * n * k;
+    c.weight_bytes = n * double(row_bytes(W.type, W.ne(0)));
+    c.act_read = double(m) * (k / 32) * kActBlockBytes;
+    c.act_written = 4.0 * double(m) * n;
+    return c;
+}
+
+Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y) {
+    check(W, X, "matmul_int_scalar");
+    const int64_t n = W.ne(1), nb = X.k / 32;
+    int32_t code[32];
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < X.m; i++) {
+            double acc = 0.0;
+            for (int64_t b = 0; b < nb; b++) {
+                float d, mn;
+                codes(W.type, W.row(j), b, code, d, mn);
+                const ActBlock& x = X.row(i)[b];
+                int64_t isum = 0;
+                for (int c = 0; c < 32; c++) isum += int64_t(code[c]) * int64_t(x.q[c]);
+                acc += double(d) * double(x.d) * double(isum) + double(mn) * double(x.sum);
+            }
+            Y[i * n + j] = float(acc);
+        }
+    return matmul_int_cost(W, X.m);
+}
+
+Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y) {
+    check(W, X, "matmul_v4_int");
+    if (!int_simd_types(W.type)) throw Error("matmul_v4_int: this build has no AVX2 + FMA + F16C");
+#if RIDGE_MATMUL_V4
+    switch (W.type) {
+        case DType::Q4_0: matmul_v4_typed<IntQ4_0>(W, X, Y); break;
+        case DType::Q4_1: matmul_v4_typed<IntQ4_1>(W, X, Y); break;
+        case DType::Q8_0: matmul_v4_typed<IntQ8_0>(W, X, Y); break;
+        default: break;
+    }
+#endif
+    return matmul_int_cost(W, X.m);
+}
+
+}  // namespace ridge::cpu

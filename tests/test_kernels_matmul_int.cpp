@@ -1,0 +1,187 @@
+// Integer activations (kernels/cpu/matmul_int.h): the quantizer by hand, the scalar twin on exact
+// integers and within the rounding bound of the f32 reference, v4 against its twin for odd sizes,
+// and matmul()'s choice of path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_int.h"
+#include "kernel_test_util.h"
+#include "weights/error.h"
+
+namespace ridge {
+namespace {
+
+using cpu::QuantizedRows;
+
+const DType kIntTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0};
+
+TEST(QuantizeRows, HandWorkedBlocks) {
+    // Block 0: integers with max |x| = 32767 -> d = 1, q = x. Block 1: all zeros -> d = 0, q = 0,
+    // sum 0. Block 2: x = 0.5 everywhere -> d = 0.5/32767, q = 32767.
+    std::vector<float> x(96);
+    for (int c = 0; c < 32; c++) x[c] = float(c * 4 - 64);  // -64 .. 60
+    x[7] = -32767.0f;
+    for (int c = 64; c < 96; c++) x[c] = 0.5f;
+    QuantizedRows q;
+    const cpu::Cost cost = cpu::quantize_rows(x.data(), 1, 96, q);
+    ASSERT_EQ(q.m, 1);
+    ASSERT_EQ(q.k, 96);
+    const cpu::ActBlock* b = q.row(0);
+    EXPECT_FLOAT_EQ(b[0].d, 1.0f);
+    float sum0 = 0;
+    for (int c = 0; c < 32; c++) {
+        EXPECT_EQ(b[0].q[c], int(x[c])) << c;
+        sum0 += x[c];
+    }
+    EXPECT_FLOAT_EQ(b[0].sum, sum0);
+    EXPECT_EQ(b[1].d, 0.0f);
+    EXPECT_EQ(b[1].sum, 0.0f);
+    for (int c = 0; c < 32; c++) EXPECT_EQ(b[1].q[c], 0);
+    EXPECT_FLOAT_EQ(b[2].d, 0.5f / 32767.0f);
+    EXPECT_FLOAT_EQ(b[2].sum, 16.0f);
+    for (int c = 0; c < 32; c++) EXPECT_EQ(b[2].q[c], 32767);
+    EXPECT_DOUBLE_EQ(cost.act_read, 4.0 * 96);
+    EXPECT_DOUBLE_EQ(cost.act_written, 3.0 * sizeof(cpu::ActBlock));
+}
+
+TEST(QuantizeRows, RoundingErrorIsAtMostHalfAStep) {
+    const int64_t m = 3, k = 160;
+    const std::vector<float> x = test::random_floats(size_t(m * k), 7, -3.0f, 3.0f);
+    QuantizedRows q;
+    cpu::quantize_rows(x.data(), m, k, q);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t c = 0; c < k; c++) {
+            const cpu::ActBlock& b = q.row(i)[c / 32];
+            // Half a step, plus the f32 rounding of x / d (a few units in the last place of 32767).
+            EXPECT_LE(std::fabs(b.d * b.q[c % 32] - x[size_t(i * k + c)]), 0.51f * b.d);
+            EXPECT_LE(std::abs(int(b.q[c % 32])), 32767);
+        }
+}
+
+TEST(QuantizeRows, RejectsRowLengthNotMultipleOf32) {
+    std::vector<float> x(40);
+    QuantizedRows q;
+    EXPECT_THROW(cpu::quantize_rows(x.data(), 1, 40, q), Error);
+}
+
+TEST(MatmulInt, HandWorkedQ8_0ExactIntegers) {
+    // Integer weights with max 127 (Q8_0 scale 1) and integer x with max 32767 (activation scale
+    // 1): every product is exact. Row 0 = 8c - 127, row 1 = 127; x = 32767 at c = 0, else 1.
+    const int64_t k = 32;
+    std::vector<float> rows(2 * k), x(k, 1.0f);
+    x[0] = 32767.0f;
+    for (int c = 0; c < k; c++) rows[c] = float(c * 8 - 127), rows[k + c] = 127.0f;
+    std::vector<uint8_t> w(2 * row_bytes(DType::Q8_0, k));
+    quantize_row(DType::Q8_0, rows.data(), w.data(), k);
+    quantize_row(DType::Q8_0, rows.data() + k, w.data() + row_bytes(DType::Q8_0, k), k);
+    const TensorView W{"q8", DType::Q8_0, {k, 2}, w.data(), w.size()};
+    QuantizedRows q;
+    cpu::quantize_rows(x.data(), 1, k, q);
+    // y0 = 32767 * (-127) + sum_{c>=1} (8c - 127) = -4161409 + (8 * 496 - 127 * 31) = -4161378
+    // y1 = 32767 * 127 + 31 * 127 = 4165346
+    for (auto fn : {cpu::matmul_int_scalar, cpu::matmul_v4_int}) {
+        std::vector<float> y(2, -1.0f);
+        fn(W, q, y.data());
+        EXPECT_FLOAT_EQ(y[0], -4161378.0f);
+        EXPECT_FLOAT_EQ(y[1], 4165346.0f);
+    }
+}
+
+// The scalar twin against the f32 reference: the only difference is x rounded to integers, at most
+// d_x / 2 per element, so |y - ref| <= sum_c |w_c| * d_x(c) / 2 (plus f32 summation slack).
+TEST(MatmulInt, ScalarTwinWithinRoundingBoundOfF32Reference) {
+    uint32_t seed = 77;
+    for (DType t : kIntTypes) {
+        const int64_t m = 3, n = 11, k = 96;
+        const test::OwnedWeight W = test::random_weight(t, n, k, seed++);
+        const std::vector<float> X = test::random_floats(size_t(m * k), seed++);
+        std::vector<float> ref(size_t(m * n)), got(size_t(m * n));
+        cpu::matmul_v0_scalar(W.view, X.data(), m, ref.data());
+        QuantizedRows q;
+        cpu::quantize_rows(X.data(), m, k, q);
+        cpu::matmul_int_scalar(W.view, q, got.data());
+        std::vector<float> w(static_cast<size_t>(k));
+        for (int64_t j = 0; j < n; j++) {
+            dequantize_row(t, W.view.row(j), w.data(), k);
+            for (int64_t i = 0; i < m; i++) {
+                double bound = 0;
+                for (int64_t c = 0; c < k; c++) bound += std::fabs(w[size_t(c)]) * q.row(i)[c / 32].d / 2;
+                const double err = std::fabs(double(got[size_t(i * n + j)]) - double(ref[size_t(i * n + j)]));
+                EXPECT_LE(err, bound * 1.001 + 1e-5) << dtype_name(t) << " row " << j << " x " << i;
+            }
+        }
+    }
+}
+
+class MatmulIntTypes : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
+    const DType t = GetParam();
+    if (!cpu::int_simd_types(t)) GTEST_SKIP() << "no AVX2 in this build";
+    struct Case {
+        int64_t m, n, k;
+    };
+    // Odd row counts (the 1-row tail of the 4-row groups), odd X rows (the 1-row tail of the X
+    // pairs); the last cases are past kParallelMinWork, so OpenMP runs them.
+    const Case cases[] = {{1, 1, 32}, {1, 7, 64}, {2, 5, 96}, {3, 13, 32}, {5, 33, 160}, {1, 401, 96}, {7, 67, 576}};
+    uint32_t seed = 4321;
+    for (const Case& cs : cases) {
+        const test::OwnedWeight W = test::random_weight(t, cs.n, cs.k, seed++);
+        const std::vector<float> X = test::random_floats(size_t(cs.m * cs.k), seed++, -4.0f, 4.0f);
+        QuantizedRows q;
+        cpu::quantize_rows(X.data(), cs.m, cs.k, q);
+        std::vector<float> ref(size_t(cs.m * cs.n)), got(ref.size(), -99.0f), via(ref.size(), -99.0f);
+        const cpu::Cost rc = cpu::matmul_int_scalar(W.view, q, ref.data());
+        const cpu::Cost gc = cpu::matmul_v4_int(W.view, q, got.data());
+        const std::string where = std::string(dtype_name(t)) + " m=" + std::to_string(cs.m) +
+                                  " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k);
+        // Same integer products; only the f32 order of the per-block sums differs.
+        test::expect_close(got.data(), ref.data(), got.size(), 1e-4, 1e-5, "v4 " + where);
+        EXPECT_DOUBLE_EQ(gc.flops, 2.0 * cs.m * cs.n * cs.k);
+        EXPECT_DOUBLE_EQ(gc.bytes(), rc.bytes());
+        EXPECT_DOUBLE_EQ(gc.act_read, double(cs.m) * double(cs.k / 32) * sizeof(cpu::ActBlock));
+        EXPECT_DOUBLE_EQ(gc.weight_bytes, double(cs.n) * row_bytes(t, cs.k));
+        // matmul() with the integer rows takes this path.
+        const cpu::Cost mc = cpu::matmul(W.view, X.data(), cs.m, &q, via.data());
+        EXPECT_EQ(via, got) << where;
+        EXPECT_DOUBLE_EQ(mc.act_read, gc.act_read);
+        EXPECT_DOUBLE_EQ(cpu::matmul_cost(W.view, cs.m, true).act_read, gc.act_read);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulIntTypes, ::testing::ValuesIn(kIntTypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(MatmulInt, OtherTypesIgnoreTheEightBitRows) {
+    // F16 has no integer kernel: matmul() with integer rows gives exactly the f32 result.
+    const int64_t m = 2, n = 9, k = 64;
+    const test::OwnedWeight W = test::random_weight(DType::F16, n, k, 5);
+    const std::vector<float> X = test::random_floats(size_t(m * k), 6);
+    QuantizedRows q;
+    cpu::quantize_rows(X.data(), m, k, q);
+    std::vector<float> a(size_t(m * n)), b(size_t(m * n));
+    cpu::matmul(W.view, X.data(), m, a.data());
+    const cpu::Cost c = cpu::matmul(W.view, X.data(), m, &q, b.data());
+    EXPECT_EQ(a, b);
+    EXPECT_DOUBLE_EQ(c.act_read, 4.0 * m * k);
+    EXPECT_DOUBLE_EQ(cpu::matmul_cost(W.view, m, true).act_read, 4.0 * m * k);
+}
+
+TEST(MatmulInt, RejectsMismatchedInputs) {
+    const test::OwnedWeight W = test::random_weight(DType::Q4_1, 4, 64, 1);
+    const test::OwnedWeight F = test::random_weight(DType::F16, 4, 64, 1);
+    const std::vector<float> X = test::random_floats(96, 2);
+    QuantizedRows q;
+    cpu::quantize_rows(X.data(), 1, 96, q);  // k = 96, the weight wants 64
+    std::vector<float> y(4);
+    EXPECT_THROW(cpu::matmul_int_scalar(W.view, q, y.data()), Error);
+    EXPECT_THROW(cpu::matmul_v4_int(W.view, q, y.data()), Error);
+    cpu::quantize_rows(X.data(), 1, 64, q);
+    EXPECT_THROW(cpu::matmul_v4_int(F.view, q, y.data()), Error);  // no integer kernel for F16
+    EXPECT_THROW(cpu::matmul(W.view, X.data(), 2, &q, y.data()), Error);  // q holds 1 row, not 2
+}
+
+}  // namespace
+}  // namespace ridge
