@@ -13,5 +13,6 @@ void register_explain(CLI::App& app);   // tools/cmd_explain.cpp
 void register_bench(CLI::App& app);     // tools/cmd_bench.cpp
 void register_roofline(CLI::App& app);  // tools/cmd_roofline.cpp
 void register_quantize(CLI::App& app);  // tools/cmd_quantize.cpp
+void register_perplexity(CLI::App& app);  // tools/cmd_perplexity.cpp
 
 }  // namespace ridge::cli

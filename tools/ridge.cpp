@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     ridge::cli::register_explain(app);
     ridge::cli::register_roofline(app);
     ridge::cli::register_quantize(app);
+    ridge::cli::register_perplexity(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
