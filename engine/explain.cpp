@@ -42,7 +42,7 @@ ExplainOp matmul_op(Op kind, const std::string& name, const std::string& in, con
 // these weights; returns whether it did (the matmuls then take it).
 bool quantize_op(std::vector<ExplainOp>& ops, const Model& model, std::initializer_list<const TensorView*> weights,
                  const std::string& in, int64_t m, int64_t k) {
-    if (!model.int_input(weights)) return false;
+    if (!model.int_input(weights, m)) return false;
     ops.push_back({Op::Quantize, "quantize", dims(in, m, k) + " → int16", "F32", cpu::quantize_rows_cost(m, k)});
     return true;
 }

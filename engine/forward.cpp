@@ -85,7 +85,7 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
     // down; the logits) is quantized to 16-bit integers once, into ws.x_q; nullptr means f32 only.
     auto quantize = [&](int layer, std::initializer_list<const TensorView*> weights, const std::vector<float>& x,
                         int64_t rows, int64_t width) -> const cpu::QuantizedRows* {
-        if (!model.int_input(weights)) return nullptr;
+        if (!model.int_input(weights, rows)) return nullptr;
         count(layer, Op::Quantize, cpu::quantize_rows(x.data(), rows, width, ws.x_q));
         return &ws.x_q;
     };

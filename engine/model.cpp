@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "kernels/cpu/matmul_int.h"
+#include "kernels/cpu/matmul.h"
 #include "weights/error.h"
 
 namespace ridge {
@@ -77,10 +77,10 @@ int64_t Model::n_params() const {
     return n;
 }
 
-bool Model::int_input(std::initializer_list<const TensorView*> weights) const {
+bool Model::int_input(std::initializer_list<const TensorView*> weights, int64_t m) const {
     if (exact) return false;
     for (const TensorView* w : weights)
-        if (cpu::int_simd_types(w->type)) return true;
+        if (cpu::takes_int_input(w->type, m)) return true;
     return false;
 }
 

@@ -12,6 +12,7 @@
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/session.h"
+#include "kernels/cpu/matmul.h"
 #include "weights/model_file.h"
 #include "weights/model_stats.h"
 
@@ -64,7 +65,7 @@ TEST(Counters, EachProjectionCostsTwoMNK) {
     for (const std::string& path : kModels) {
         const Model& m = load(path).model;
         const Config& c = m.config;
-        for (int T : {1, 7}) {
+        for (int T : {1, 7, 16}) {
             const Ran r = run(m, T, 0);
             const Counters& k = r.session->prefill_stats.counters;
             const double d = c.n_embd, L = c.n_layers;
@@ -82,9 +83,10 @@ TEST(Counters, EachProjectionCostsTwoMNK) {
             EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.weight_bytes,
                              L * c.q_dim() * double(row_bytes(m.layers[0].attn_q->type, c.n_embd)))
                 << path;
-            // The input: f32 rows, or on the fast path their 16-bit integer blocks (72 bytes per 32).
-            const bool q16 = m.int_input({m.layers[0].attn_q});
-            EXPECT_EQ(q16, path == kSmol);  // SmolLM2 is Q4_1; stories260K F32
+            // The input: f32 rows, or on the fast path their 16-bit integer blocks (72 bytes per 32)
+            // when T is below the tiled prefill's threshold.
+            const bool q16 = m.int_input({m.layers[0].attn_q}, T);
+            EXPECT_EQ(q16, path == kSmol && T < cpu::kTiledMinRows);  // SmolLM2 is Q4_1; stories260K F32
             EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.act_read, L * T * (q16 ? d / 32 * 72 : 4.0 * d)) << path;
             EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.act_written, L * 4.0 * T * c.q_dim()) << path;
         }
@@ -180,7 +182,7 @@ TEST(Counters, DecodeFlopsAreTwoNPlusAttention) {
                                        + 2.0 * L * d_;                                          // residuals
             // On the fast path every matmul input is quantized once (3 FLOPs per element): x for
             // q/k/v and for gate/up, attn for o, act for down; the final x for the logits.
-            const double quantize = m.int_input({m.layers[0].attn_q})
+            const double quantize = m.int_input({m.layers[0].attn_q}, 1)
                                         ? 3.0 * (L * (2 * d_ + c.q_dim() + c.n_ff) + d_) : 0.0;
             EXPECT_DOUBLE_EQ(k.op(Op::Quantize).cost.flops, quantize) << path;
             EXPECT_DOUBLE_EQ(k.total().cost.flops, 2 * N + attention + elementwise + quantize) << path;

@@ -169,11 +169,15 @@ TEST(Explain, SmolLM2Shapes) {
 
     // Prefill of 64 rows: the same ops on (64 × k) inputs, causal attention over 64 positions,
     // the embedding 64 rows, the logits for the last row only.
-    EXPECT_EQ(e.prefill.layer[2].shape, "x(64×576) · Wq(576×576)");
-    EXPECT_EQ(e.prefill.layer[18].shape, "act(64×1536) · Wdown(1536×576)");
-    EXPECT_EQ(e.prefill.layer[7].shape, "9h × q(64×64) · Kᵀ(64×64) causal");
-    EXPECT_EQ(e.prefill.layer[8].shape, "9h × p(64×64) · V(64×64) causal");
+    // Prefill rows take the tiled f32 kernel (64 >= cpu::kTiledMinRows): no quantize step, except
+    // before the logits of the one last row.
+    EXPECT_EQ(e.prefill.layer.size(), decode.size() - 4);
+    EXPECT_EQ(e.prefill.layer[1].shape, "x(64×576) · Wq(576×576)");
+    EXPECT_EQ(e.prefill.layer[14].shape, "act(64×1536) · Wdown(1536×576)");
+    EXPECT_EQ(e.prefill.layer[6].shape, "9h × q(64×64) · Kᵀ(64×64) causal");
+    EXPECT_EQ(e.prefill.layer[7].shape, "9h × p(64×64) · V(64×64) causal");
     EXPECT_EQ(e.prefill.outside[0].shape, "64 rows of E(49152×576)");
+    EXPECT_EQ(e.prefill.outside[2].op, Op::Quantize);
     EXPECT_EQ(e.prefill.outside[3].shape, "x(1×576) · Eᵀ(576×49152)");
     // --exact: the same ops without the quantize steps, each matmul reading f32 rows.
     eo.exact = true;
@@ -277,7 +281,7 @@ TEST(Explain, SmolLM2VerdictsFollowTheRidgePoint) {
     ASSERT_EQ(q.name, "q");
     EXPECT_DOUBLE_EQ(q.cost.intensity(), 2.0 * 32 / 20);  // 2 FLOPs per 20/32 byte
     EXPECT_EQ(roofline_bound(q.cost, ceil), Bound::Memory);
-    EXPECT_EQ(roofline_bound(e.prefill.layer[2].cost, ceil), Bound::Compute);
+    EXPECT_EQ(roofline_bound(e.prefill.layer[1].cost, ceil), Bound::Compute);
     EXPECT_EQ(roofline_bound(e.decode.total, ceil), Bound::Memory);
     ASSERT_EQ(e.decode.layer[5].name, "rope");
     EXPECT_EQ(roofline_bound(e.decode.layer[5].cost, ceil), Bound::Cache);

@@ -188,6 +188,10 @@ INSTANTIATE_TEST_SUITE_P(Prompts, SmolLM2Prompt, ::testing::Range(0, 5), [](cons
     return fixture().goldens["prompts"][size_t(info.param)]["name"].get<std::string>();
 });
 
+// Prefill and decode take different kernels: dequantized f32 tiles through Eigen's GEMM in prefill;
+// in decode v3 (exact path: f32, d * (q . x) + m * sum x per block) or 16-bit integer activations
+// (fast path). SmolLM2's 30 layers amplify last-bit differences to ~1e-4 of max|logit|, so both
+// are held to the reference comparison's tolerance; a caching bug would be off by O(1).
 TEST(SmolLM2, PrefillAndDecodeGiveTheSameLogits) {
     const Fixture& f = fixture();
     std::vector<int32_t> ids = f.goldens["prompts"][0]["ids"].get<std::vector<int32_t>>();
@@ -203,14 +207,16 @@ TEST(SmolLM2, PrefillAndDecodeGiveTheSameLogits) {
         for (size_t t = 0; t < ids.size(); t++) {
             float max_abs = 0;
             for (int v = 0; v < V; v++) max_abs = std::max(max_abs, std::fabs(whole[t * V + v]));
-            test::expect_close(decode.data() + t * V, whole.data() + t * V, size_t(V), 1e-5 * max_abs, 0,
+            test::expect_close(decode.data() + t * V, whole.data() + t * V, size_t(V),
+                               kRelTol * max_abs, 0,
                                (m->exact ? "exact" : "fast") + std::string(" position ") + std::to_string(t));
         }
     }
 }
 
-// The fast path (16-bit integer activations) against the exact path: the bounds of the CPU
-// performance issue, over every position of the five golden prompts (775 positions).
+// The fast path against the exact path: the bounds of the CPU performance issue, over every
+// position of the five golden prompts (775 positions), decoded token by token so that every
+// matmul takes 16-bit integer activations (prefill rows take the f32 tiles, as the exact path).
 TEST(SmolLM2, FastPathAgreesWithExactPath) {
     const Fixture& f = fixture();
     Model fast = f.model;
@@ -222,7 +228,7 @@ TEST(SmolLM2, FastPathAgreesWithExactPath) {
         std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
         if (test::kSanitized && ids.size() > 40) continue;
         const std::vector<float> a = all_logits(f.model, ids, DType::F32);
-        const std::vector<float> b = all_logits(fast, ids, DType::F32);
+        const std::vector<float> b = all_logits(fast, ids, DType::F32, /*max_rows=*/1);
         for (size_t t = 0; t < ids.size(); t++) {
             const double kl = kl_divergence_logits(a.data() + t * V, b.data() + t * V, V);
             kl_sum += kl;

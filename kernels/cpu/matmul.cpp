@@ -235,7 +235,43 @@ void matmul_v3_typed(const TensorView& W, int64_t k, int64_t n, const float* X, 
         }
     }
 }
+
+// The v3 decoders as a plain dequantizer: rows [j0, j0 + rows) of W into out (rows, k) f32.
+template <class Dec>
+void dequantize_rows_v3(const TensorView& W, int64_t j0, int64_t rows, int64_t k, float* out) {
+    constexpr int V = Dec::kBlk / 8;
+    const int64_t nb = k / Dec::kBlk;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t* row = W.row(j0 + r);
+        float* o = out + r * k;
+        for (int64_t b = 0; b < nb; b++) {
+            __m256 q[V];
+            float d = 1.0f, mn = 0.0f;
+            Dec::decode(row, b, q, d, mn);
+            for (int v = 0; v < V; v++) {
+                const __m256 w = Dec::kScaled ? _mm256_fmadd_ps(q[v], _mm256_set1_ps(d), _mm256_set1_ps(mn)) : q[v];
+                _mm256_storeu_ps(o + b * Dec::kBlk + 8 * v, w);
+            }
+        }
+        if constexpr (Dec::kBlk == 8)
+            for (int64_t c = nb * 8; c < k; c++) o[c] = Dec::elem(row, c);
+    }
+}
 #endif  // RIDGE_MATMUL_V3
+
+// Rows [j0, j0 + rows) of W as f32 into out (rows, k): the v3 decoders where they apply.
+void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, float* out) {
+#if RIDGE_MATMUL_V3
+    switch (W.type) {
+        case DType::F16: return dequantize_rows_v3<DecF16>(W, j0, rows, k, out);
+        case DType::Q8_0: return dequantize_rows_v3<DecQ8_0>(W, j0, rows, k, out);
+        case DType::Q4_0: return dequantize_rows_v3<DecQ4_0>(W, j0, rows, k, out);
+        case DType::Q4_1: return dequantize_rows_v3<DecQ4_1>(W, j0, rows, k, out);
+        default: break;
+    }
+#endif
+    for (int64_t r = 0; r < rows; r++) dequantize_row(W.type, W.row(j0 + r), out + r * k, k);
+}
 
 }  // namespace
 
@@ -327,7 +363,37 @@ Cost matmul_v3_simd(const TensorView& W, const float* X, int64_t m, float* Y) {
     return matmul_cost(W, m);
 }
 
+// v5: prefill in tiles. Each OpenMP thread takes kTileRows weight rows at a time, dequantizes them
+// once into an f32 tile (F32 rows are used in place) and multiplies all m rows of X by it with
+// Eigen's GEMM: every weight loaded from memory serves all m tokens, and the tile stays in cache
+// while it does. Arithmetic: f32 weights times f32 activations, as v0 (summation order differs).
+Cost matmul_v5_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
+    const Dims d = check_weight(W, "matmul_v5_tiled");
+    const int64_t tiles = (d.n + kTileRows - 1) / kTileRows;
+    using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const Eigen::Map<const RowMajor> x(X, m, d.k);  // (m, k)
+    const double work = double(m) * double(d.n) * double(d.k);
+#pragma omp parallel if (work >= kParallelMinWork)
+    {
+        std::vector<float> tile(W.type == DType::F32 ? 0 : size_t(kTileRows * d.k));  // (kTileRows, k)
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < tiles; t++) {
+            const int64_t j0 = t * kTileRows, rows = std::min(kTileRows, d.n - j0);
+            const float* w_rows = reinterpret_cast<const float*>(W.row(j0));
+            if (W.type != DType::F32) {
+                dequantize_rows(W, j0, rows, d.k, tile.data());
+                w_rows = tile.data();
+            }
+            const Eigen::Map<const RowMajor> w(w_rows, rows, d.k);  // (rows, k)
+            Eigen::Map<RowMajor, 0, Eigen::OuterStride<>> y(Y + j0, m, rows, Eigen::OuterStride<>(d.n));
+            y.noalias() = x * w.transpose();  // (m, rows) columns j0.. of Y
+        }
+    }
+    return matmul_cost(W, m);
+}
+
 Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y) {
+    if (W.type != DType::F32 && m >= kTiledMinRows && can_dequantize(W.type)) return matmul_v5_tiled(W, X, m, Y);
     switch (W.type) {
         case DType::F32:
             return matmul_v2_eigen(W, X, m, Y);
@@ -350,8 +416,10 @@ Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y) {
     }
 }
 
+bool takes_int_input(DType t, int64_t m) { return int_simd_types(t) && m < kTiledMinRows; }
+
 Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {
-    if (Xq != nullptr && int_simd_types(W.type)) {
+    if (Xq != nullptr && takes_int_input(W.type, m)) {
         if (Xq->m != m) throw Error("matmul: weight '" + W.name + "' got integer rows for another batch");
         return matmul_v4_int(W, *Xq, Y);
     }
@@ -359,7 +427,7 @@ Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows*
 }
 
 Cost matmul_cost(const TensorView& W, int64_t m, bool int_input) {
-    return int_input && int_simd_types(W.type) ? matmul_int_cost(W, m) : matmul_cost(W, m);
+    return int_input && takes_int_input(W.type, m) ? matmul_int_cost(W, m) : matmul_cost(W, m);
 }
 
 const std::vector<MatmulVariant>& matmul_variants() {
@@ -368,6 +436,7 @@ const std::vector<MatmulVariant>& matmul_variants() {
         {"v1_rows", matmul_v1_rows, any_loadable},
         {"v2_eigen", matmul_v2_eigen, only_f32},
         {"v3_simd", matmul_v3_simd, v3_types},
+        {"v5_tiled", matmul_v5_tiled, any_loadable},
     };
     return variants;
 }

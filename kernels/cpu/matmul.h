@@ -10,9 +10,13 @@
 //              OpenMP static over groups of 4 output rows, each x vector feeding all 4; for m > 1
 //              the X rows pass over the group 2 at a time (each decoded block serves both), so W
 //              is read once. f32 throughout: only the summation order differs from v0.
-// matmul() picks the variant for the weight type (v2 for F32, v3 for Q4_0/Q4_1/Q8_0/F16 where
-// the CPU has it, v1 otherwise); decode (m = 1) is the same call (matvec). Given X as 16-bit integers
-// too (matmul_int.h), it takes v4_int for the types that have an integer kernel.
+//   v5_tiled   prefill: OpenMP over tiles of kTileRows weight rows, each dequantized once into an
+//              f32 tile (v3's decoders where they apply) that Eigen's GEMM multiplies by all m rows
+//              of X. Any loadable type; f32 arithmetic as v0.
+// matmul() picks the variant: v2 for F32 weights; for others v5 from kTiledMinRows rows of X on
+// (prefill), below that v3 for Q4_0/Q4_1/Q8_0/F16 where the CPU has it and v1 otherwise; decode
+// (m = 1) is the same call (matvec). Given X as 16-bit integers too (matmul_int.h), it takes
+// v4_int below kTiledMinRows for the types that have an integer kernel.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,7 +35,7 @@ namespace ridge::cpu {
 Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y);
 
 // The same with X also given quantized to 16-bit integers (Xq, or nullptr): weights with an integer
-// kernel (int_simd_types) take Xq through matmul_v4_int, all others X as above.
+// kernel (int_simd_types) take Xq through matmul_v4_int below kTiledMinRows rows, all others X.
 Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y);
 // The cost of that call: matmul_int_cost when Xq is used, matmul_cost otherwise.
 Cost matmul_cost(const TensorView& W, int64_t m, bool int_input);
@@ -46,6 +50,16 @@ Cost matmul_v0_scalar(const TensorView& W, const float* X, int64_t m, float* Y);
 Cost matmul_v1_rows(const TensorView& W, const float* X, int64_t m, float* Y);
 Cost matmul_v2_eigen(const TensorView& W, const float* X, int64_t m, float* Y);  // F32 W only
 Cost matmul_v3_simd(const TensorView& W, const float* X, int64_t m, float* Y);   // see above
+Cost matmul_v5_tiled(const TensorView& W, const float* X, int64_t m, float* Y);  // see above
+
+// Weight rows per v5 tile, and the rows of X from which matmul() takes v5: below it the tile's
+// dequantization costs more than the GEMM saves (measured on SmolLM2's 1536x576 Q4_1 matrices:
+// v4_int 50 GFLOP/s at m = 8, v5 46 at m = 8, 65 at m = 16, 165 at m = 128; 2 threads).
+inline constexpr int64_t kTileRows = 32;
+inline constexpr int64_t kTiledMinRows = 10;
+
+// Whether matmul() with X in integers uses them for this weight type and m rows.
+bool takes_int_input(DType t, int64_t m);
 
 struct MatmulVariant {
     std::string name;

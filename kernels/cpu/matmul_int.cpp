@@ -73,13 +73,17 @@ struct Codes {
     __m256i lo, hi;
 };
 
-// 16 bytes of nibbles -> codes (low nibbles are elements 0..15, high nibbles 16..31), minus `off`.
-inline Codes nibbles(const uint8_t* qs, int off) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    const __m128i m4 = _mm_set1_epi8(0x0f);
-    const __m256i o = _mm256_set1_epi16(int16_t(off));
-    return {_mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(v, m4)), o),
-            _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m4)), o)};
+// 16 bytes of nibbles -> codes (low nibbles are elements 0..15, high nibbles 16..31), minus kOff:
+// the bytes widen to 16 bits first, so one AND and one shift split every byte at once.
+template <int kOff>
+inline Codes nibbles(const uint8_t* qs) {
+    const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    Codes c{_mm256_and_si256(v, _mm256_set1_epi16(0x0f)), _mm256_srli_epi16(v, 4)};
+    if constexpr (kOff != 0) {
+        c.lo = _mm256_sub_epi16(c.lo, _mm256_set1_epi16(kOff));
+        c.hi = _mm256_sub_epi16(c.hi, _mm256_set1_epi16(kOff));
+    }
+    return c;
 }
 
 // One decoder per weight type: block b -> its codes, its scale d and (Q4_1) minimum mn.
@@ -88,7 +92,7 @@ struct IntQ4_0 {
     static Codes decode(const uint8_t* row, int64_t b, float& d, float&) {
         const block_q4_0& blk = reinterpret_cast<const block_q4_0*>(row)[b];
         d = f16(blk.d);
-        return nibbles(blk.qs, 8);
+        return nibbles<8>(blk.qs);
     }
 };
 struct IntQ4_1 {
@@ -97,7 +101,7 @@ struct IntQ4_1 {
         const block_q4_1& blk = reinterpret_cast<const block_q4_1*>(row)[b];
         d = f16(blk.d);
         mn = f16(blk.m);
-        return nibbles(blk.qs, 0);
+        return nibbles<0>(blk.qs);
     }
 };
 struct IntQ8_0 {
