@@ -1,6 +1,7 @@
 // Paged KV store and causal grouped-query attention: hand-worked cases (one key, softmax weights
-// 1:2, the GQA head mapping), then both variants against a dense attention written out here from
-// unpaged keys/values, with shuffled block tables, several rows and sequences, f32 and f16 caches.
+// 1:2, the GQA head mapping), then the variants against a dense attention written out here from
+// unpaged keys/values, with shuffled block tables, several rows and sequences, f32 and f16 caches;
+// the blocked variant on prefill chunks (it takes one sequence's consecutive rows only).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,7 +35,8 @@ struct Pool {
 using AttnFn = cpu::AttentionCost (*)(const float*, const cpu::AttentionRow*, int64_t, const cpu::KVLayer&,
                              const cpu::AttentionShape&, float*);
 const std::vector<std::pair<std::string, AttnFn>> kVariants = {
-    {"v0_scalar", cpu::attention_v0_scalar}, {"v1_omp", cpu::attention_v1_omp}};
+    {"v0_scalar", cpu::attention_v0_scalar}, {"v1_omp", cpu::attention_v1_omp},
+    {"v2_blocked", cpu::attention_v2_blocked}};  // one-row cases are a chunk of one
 
 TEST(Attention, OneKeyGivesItsValue) {
     for (DType t : {DType::F32, DType::F16}) {
@@ -163,6 +165,11 @@ TEST(Attention, PagedMatchesDenseOnRandomSequences) {
             for (int c = 0; c < q_dim; c++) want[i * q_dim + c] = float(ref[c]);
         }
         for (auto& [name, fn] : kVariants) {
+            if (name == "v2_blocked") {  // these rows are not one chunk
+                std::vector<float> got(size_t(m * q_dim));
+                EXPECT_THROW(fn(q.data(), rows.data(), m, pool.layer, s, got.data()), Error);
+                continue;
+            }
             std::vector<float> got(size_t(m * q_dim), -99.0f);
             const cpu::AttentionCost c = fn(q.data(), rows.data(), m, pool.layer, s, got.data());
             expect_close(got.data(), want.data(), got.size(), 1e-5, 1e-4,
@@ -174,6 +181,50 @@ TEST(Attention, PagedMatchesDenseOnRandomSequences) {
             EXPECT_DOUBLE_EQ(c.mix.kv_read, kv_bytes) << name;     // every visible value once
         }
     }
+}
+
+// A prefill chunk: positions first .. len-1 of one sequence in shuffled blocks, 72 rows (two of
+// v2's 64-row blocks), SmolLM2's heads; v2 against the dense reference, and attention() picks it.
+TEST(Attention, BlockedChunkMatchesDense) {
+    const cpu::AttentionShape s{9, 3, 64};
+    const int kv_dim = s.n_kv_heads * s.head_dim, q_dim = s.n_heads * s.head_dim;
+    const int block_size = 4, n_blocks = 20, len = 75, first = 3;
+    for (DType t : {DType::F32, DType::F16}) {
+        Pool pool(t, n_blocks, block_size, kv_dim);
+        std::vector<int32_t> table(n_blocks);
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), std::mt19937(11));
+        auto K = test::random_floats(size_t(len * kv_dim), 71), V = test::random_floats(size_t(len * kv_dim), 72);
+        std::vector<int64_t> slots(len);
+        for (int p = 0; p < len; p++) slots[p] = cpu::kv_slot(table.data(), p, block_size);
+        cpu::kv_store(pool.layer, K.data(), V.data(), slots.data(), len);
+        if (t == DType::F16)
+            for (auto* x : {&K, &V})
+                for (float& e : *x) e = cpu::f16_to_f32(cpu::f32_to_f16(e));
+        const int64_t m = len - first;
+        std::vector<cpu::AttentionRow> rows;
+        for (int p = first; p < len; p++) rows.push_back({table.data(), p + 1});
+        ASSERT_TRUE(cpu::attention_v2_applies(rows.data(), m));
+        const auto q = test::random_floats(size_t(m * q_dim), 73, -2, 2);
+        std::vector<float> want(size_t(m * q_dim));
+        for (int64_t i = 0; i < m; i++) {
+            const auto ref = dense_attention(q.data() + i * q_dim, K, V, rows[size_t(i)].n_keys, s);
+            for (int c = 0; c < q_dim; c++) want[size_t(i * q_dim + c)] = float(ref[size_t(c)]);
+        }
+        std::vector<float> got(want.size(), -99.0f), picked(want.size(), -99.0f);
+        const cpu::AttentionCost c = cpu::attention_v2_blocked(q.data(), rows.data(), m, pool.layer, s, got.data());
+        expect_close(got.data(), want.data(), got.size(), 1e-5, 1e-4, t == DType::F16 ? "v2 f16" : "v2 f32");
+        double n_keys = 0;
+        for (const auto& r : rows) n_keys += r.n_keys;
+        EXPECT_DOUBLE_EQ(c.total().flops, s.n_heads * n_keys * (4.0 * s.head_dim + 4));
+        cpu::attention(q.data(), rows.data(), m, pool.layer, s, picked.data());
+        EXPECT_EQ(picked, got);
+    }
+    // Not a chunk: a gap in the positions, or two block tables.
+    const int32_t t1[2] = {0, 1}, t2[2] = {0, 1};
+    const cpu::AttentionRow gap[2] = {{t1, 3}, {t1, 5}}, two[2] = {{t1, 3}, {t2, 4}};
+    EXPECT_FALSE(cpu::attention_v2_applies(gap, 2));
+    EXPECT_FALSE(cpu::attention_v2_applies(two, 2));
 }
 
 TEST(Attention, StoreRejectsSlotOutsideTheCache) {

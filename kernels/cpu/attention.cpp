@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Dense>
+
 #include "kernels/cpu/f16.h"
 #include "kernels/cpu/ops.h"
 #include "weights/error.h"
@@ -197,6 +199,69 @@ AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t
 #pragma omp simd
                 for (int c = 0; c < s.head_dim; c++) out_head[c] += p * value[c];
             }
+        }
+    }
+    return attention_cost_rows(rows, m, kv, s);
+}
+
+bool attention_v2_applies(const AttentionRow* rows, int64_t m) {
+    for (int64_t i = 1; i < m; i++)
+        if (rows[i].block_table != rows[0].block_table || rows[i].n_keys != rows[0].n_keys + i) return false;
+    return m >= 1;
+}
+
+AttentionCost attention_v2_blocked(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                                   const AttentionShape& s, float* out) {
+    check_shape(kv, s);
+    check_rows(rows, m, kv);
+    if (!attention_v2_applies(rows, m))
+        throw Error("attention_v2_blocked: the rows are not consecutive positions of one sequence");
+    using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using Strided = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;
+    constexpr int64_t kRowBlock = 64;  // query rows per GEMM
+    const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, q_dim = s.n_heads * hd;
+    const int32_t nk = rows[m - 1].n_keys;  // keys the last row sees (the first row sees nk - m + 1)
+    const float scale = 1.0f / std::sqrt(float(hd));
+
+    // The keys and values of the chunk's sequence, per KV head: (n_kv_heads, nk, head_dim) each.
+    std::vector<float> keys(size_t(s.n_kv_heads) * nk * hd), values(keys.size());
+#pragma omp parallel for schedule(static) if (double(nk) * kv.kv_dim >= kParallelMinWork)
+    for (int32_t j = 0; j < nk; j++) {
+        const int64_t slot = kv_slot(rows[0].block_table, j, kv.block_size);
+        for (int g = 0; g < s.n_kv_heads; g++) {
+            float* k_dst = keys.data() + (int64_t(g) * nk + j) * hd;
+            float* v_dst = values.data() + (int64_t(g) * nk + j) * hd;
+            load_kv(kv.k, kv.type, slot, kv.kv_dim, g * hd, hd, k_dst);
+            load_kv(kv.v, kv.type, slot, kv.kv_dim, g * hd, hd, v_dst);
+        }
+    }
+
+    const int64_t row_blocks = (m + kRowBlock - 1) / kRowBlock;
+    const int64_t n_tasks = row_blocks * s.n_heads;  // (row block, head) pairs
+#pragma omp parallel if (n_tasks > 1)
+    {
+        std::vector<float> scores(size_t(kRowBlock) * nk);  // (rows, keys) of this task
+#pragma omp for schedule(dynamic)
+        for (int64_t task = 0; task < n_tasks; task++) {
+            const int h = int(task % s.n_heads), g = h / group;
+            const int64_t i0 = (task / s.n_heads) * kRowBlock, rb = std::min(kRowBlock, m - i0);
+            const int32_t keys_b = rows[i0 + rb - 1].n_keys;  // keys the block's last row sees
+            const Strided Q(q + i0 * q_dim + int64_t(h) * hd, rb, hd, Eigen::OuterStride<>(q_dim));
+            const Eigen::Map<const RowMajor> K(keys.data() + int64_t(g) * nk * hd, keys_b, hd);
+            const Eigen::Map<const RowMajor> V(values.data() + int64_t(g) * nk * hd, keys_b, hd);
+            Eigen::Map<RowMajor> S(scores.data(), rb, keys_b);
+            S.noalias() = Q * K.transpose();
+            // Row r sees keys 0 .. n_keys - 1: scaled softmax over those, zeros past them.
+            for (int64_t r = 0; r < rb; r++) {
+                float* row = scores.data() + r * keys_b;
+                const int32_t n = rows[i0 + r].n_keys;
+                for (int32_t j = 0; j < n; j++) row[j] *= scale;
+                softmax_v1(row, n);
+                std::fill(row + n, row + keys_b, 0.0f);
+            }
+            Eigen::Map<RowMajor, 0, Eigen::OuterStride<>> O(out + i0 * q_dim + int64_t(h) * hd, rb, hd,
+                                                            Eigen::OuterStride<>(q_dim));
+            O.noalias() = S * V;
         }
     }
     return attention_cost_rows(rows, m, kv, s);

@@ -2,7 +2,11 @@
 // The cache of one layer is a pool of slots (n_slots, kv_dim) grouped in fixed-size blocks; a
 // sequence owns a list of blocks (its block table), and its position p lives in slot
 // table[p / block_size] * block_size + p % block_size. Variants: v0_scalar (reference twin, one
-// thread, double accumulators) and v1_omp (OpenMP over (row, head) pairs, f32 accumulators).
+// thread, double accumulators), v1_omp (OpenMP over (row, head) pairs, f32 accumulators) and
+// v2_blocked (a prefill chunk: per KV head the keys and values are gathered once into contiguous
+// f32 matrices, and each block of query rows and head is two Eigen GEMMs, S = Q K^T and O = P V,
+// with the causal mask in the softmax). attention() takes v2 for a chunk of at least
+// kBlockedMinRows consecutive rows of one sequence, v1 otherwise.
 #pragma once
 #include <cstdint>
 
@@ -67,8 +71,16 @@ AttentionCost attention_v0_scalar(const float* q, const AttentionRow* rows, int6
                                   const AttentionShape& s, float* out);
 AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                                const AttentionShape& s, float* out);
+// Precondition: rows are consecutive positions of one sequence (one block table, n_keys rising by
+// one from row to row), as a prefill chunk's are; ridge::Error otherwise.
+AttentionCost attention_v2_blocked(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                                   const AttentionShape& s, float* out);
+bool attention_v2_applies(const AttentionRow* rows, int64_t m);
+inline constexpr int64_t kBlockedMinRows = 8;
+
 inline AttentionCost attention(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                                const AttentionShape& s, float* out) {
+    if (m >= kBlockedMinRows && attention_v2_applies(rows, m)) return attention_v2_blocked(q, rows, m, kv, s, out);
     return attention_v1_omp(q, rows, m, kv, s, out);
 }
 
