@@ -51,4 +51,12 @@ Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
 // serve every row of X (2 at a time, so each decoded weight block serves both).
 Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y);
 
+// K-quant weights on the same rows (matmul_int_k.cpp): Q4_K and Q6_K super-blocks of 256, each
+// dotted with 8 ActBlocks exactly in int32 per ActBlock (Q6_K: per 16-element group), scaled once.
+// Same contract and cost as above; k must be a multiple of 256. v4_int_k also needs AVX2.
+bool int_k_types(DType t);
+bool int_k_simd_types(DType t);
+Cost matmul_int_k_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
+Cost matmul_v4_int_k(const TensorView& W, const QuantizedRows& X, float* Y);
+
 }  // namespace ridge::cpu
