@@ -154,7 +154,28 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
 INSTANTIATE_TEST_SUITE_P(Types, MatmulIntTypes, ::testing::ValuesIn(kIntTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-TEST(MatmulInt, OtherTypesIgnoreTheEightBitRows) {
+TEST(MatmulInt, KQuantsTakeTheirIntegerKernelBelowTheTiledThreshold) {
+    for (DType t : {DType::Q4_K, DType::Q6_K}) {
+        if (!cpu::int_k_simd_types(t)) GTEST_SKIP() << "no AVX2 in this build";
+        const int64_t n = 9, k = 512;
+        const test::OwnedWeight W = test::random_weight(t, n, k, 21);
+        for (int64_t m : {int64_t(1), int64_t(3), cpu::kTiledMinRows}) {
+            const std::vector<float> X = test::random_floats(size_t(m * k), 22);
+            QuantizedRows q;
+            cpu::quantize_rows(X.data(), m, k, q);
+            std::vector<float> want(size_t(m * n)), got(size_t(m * n));
+            EXPECT_EQ(cpu::takes_int_input(t, m), m < cpu::kTiledMinRows);
+            if (m < cpu::kTiledMinRows)
+                cpu::matmul_v4_int_k(W.view, q, want.data());
+            else
+                cpu::matmul_v5_tiled(W.view, X.data(), m, want.data());
+            cpu::matmul(W.view, X.data(), m, &q, got.data());
+            EXPECT_EQ(got, want) << dtype_name(t) << " m " << m;
+        }
+    }
+}
+
+TEST(MatmulInt, OtherTypesIgnoreTheIntegerRows) {
     // F16 has no integer kernel: matmul() with integer rows gives exactly the f32 result.
     const int64_t m = 2, n = 9, k = 64;
     const test::OwnedWeight W = test::random_weight(DType::F16, n, k, 5);

@@ -4,8 +4,8 @@
 //   v1_rows    OpenMP over output rows; each thread dequantizes one weight row at a time into
 //              its own buffer and dots it with all m input rows (so prefill reads W once).
 //   v2_eigen   F32 weights only: an Eigen GEMM/GEMV over the mapped weights, no copy.
-//   v3_simd    AVX2 + FMA + F16C (supports() is false without them): Q4_0, Q4_1, Q8_0, F16 (and
-//              F32) blocks decoded in registers straight into f32 FMAs, d applied once per block
+//   v3_simd    AVX2 + FMA + F16C (supports() is false without them): Q4_0, Q4_1, Q8_0, F16, BF16
+//              (and F32) blocks decoded in registers straight into f32 FMAs, d applied once per block
 //              (Q4_1: d * sum q x + m * sum x, the block sums of x precomputed per row of X).
 //              OpenMP static over groups of 4 output rows, each x vector feeding all 4; for m > 1
 //              the X rows pass over the group 2 at a time (each decoded block serves both), so W
@@ -14,9 +14,9 @@
 //              f32 tile (v3's decoders where they apply) that Eigen's GEMM multiplies by all m rows
 //              of X. Any loadable type; f32 arithmetic as v0.
 // matmul() picks the variant: v2 for F32 weights; for others v5 from kTiledMinRows rows of X on
-// (prefill), below that v3 for Q4_0/Q4_1/Q8_0/F16 where the CPU has it and v1 otherwise; decode
+// (prefill), below that v3 for Q4_0/Q4_1/Q8_0/F16/BF16 where the CPU has it and v1 otherwise; decode
 // (m = 1) is the same call (matvec). Given X as 16-bit integers too (matmul_int.h), it takes
-// v4_int below kTiledMinRows for the types that have an integer kernel.
+// v4_int (Q4_0, Q4_1, Q8_0) or v4_int_k (Q4_K, Q6_K) below kTiledMinRows.
 #pragma once
 #include <cstdint>
 #include <string>
