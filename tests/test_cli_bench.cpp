@@ -219,4 +219,24 @@ TEST(CliBench, BadInputGivesOneLineAndNonZeroExit) {
     }
 }
 
+// The CPU performance issue's memory budget: the weights are mapped, not copied, so the whole
+// process stays within the weights + the KV cache + 64 MiB, prefill of 512 tokens included.
+TEST(CliBench, PeakMemoryIsTheMappedWeightsPlusKVCachePlus64MiB) {
+    const std::string smol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+    const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
+    const RunResult r = ridge({"bench", "-m", smol, "-t", "2", "-p", "512", "-n", "16", "-r", "1", "--json"},
+                              {{"RIDGE_PROBE_FILE", probe}});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    // KV cache: 2 (K, V) x 30 layers x 3 KV heads x 64 x 4 bytes = 46080 bytes a position, for
+    // the 512 + 16 positions of the tests.
+    const double kv = 46080.0 * (512 + 16);
+    const double weights = j["model"]["weight_bytes"].get<double>();
+    EXPECT_EQ(weights, 96576768.0);  // `ridge info`: 92.10 MiB
+    const double rss = j["peak_rss_bytes"].get<double>();
+    EXPECT_LE(rss, weights + kv + 64.0 * 1024 * 1024) << "peak RSS " << rss / 1048576 << " MiB";
+    EXPECT_GE(rss, 0.5 * weights);  // the weights really were read (and counted once)
+}
+
 }  // namespace
+
