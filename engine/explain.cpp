@@ -61,7 +61,11 @@ std::vector<ExplainOp> layer_ops(const Model& model, const LayerWeights& L, int6
     const std::string kv = type_name(kv_type);
     const int64_t seen = first_pos + m;  // positions the last row sees
     const std::string causal = m == 1 ? "" : " causal";
-    const cpu::AttentionCost attn = cpu::attention_cost(m, double(n_keys), int(kv_dim), kv_type, heads);
+    // A chunk of kBlockedMinRows rows or more takes the blocked attention, which reads each key and
+    // value once for the whole chunk (attention() chooses the same way).
+    const cpu::AttentionCost attn = m >= cpu::kBlockedMinRows
+                                        ? cpu::attention_blocked_cost(m, first_pos + 1, int(kv_dim), kv_type, heads)
+                                        : cpu::attention_cost(m, double(n_keys), int(kv_dim), kv_type, heads);
     const std::string h = std::to_string(c.n_heads) + "h × ";
     std::vector<ExplainOp> ops;
     ops.push_back(f32_op(Op::Norm, "attn_norm", dims("rmsnorm x", m, d), cpu::rmsnorm_cost(m, d)));

@@ -247,9 +247,11 @@ TEST(Counters, PrefillAndDecodeAreSeparate) {
     const double wq = double(m.layers[0].attn_q->nbytes) * c.n_layers;
     EXPECT_DOUBLE_EQ(pre.counters.op(Op::Q).cost.weight_bytes, 3 * wq);
     EXPECT_DOUBLE_EQ(dec.counters.op(Op::Q).cost.weight_bytes, n * wq);
-    // Prefill attends to 1 + ... + T keys, decode to T+1 + ... + T+n.
+    // Prefill: the chunks of 8 take the blocked attention, which reads each position it sees once
+    // (8, then 16); the chunk of 4 attends row by row to 17 + 18 + 19 + 20 keys. Decode attends
+    // to T+1 + ... + T+n.
     const double kv_row = 2.0 * c.n_layers * c.kv_dim() * 4;
-    EXPECT_DOUBLE_EQ(pre.counters.total().cost.kv_read, kv_row * T * (T + 1) / 2);
+    EXPECT_DOUBLE_EQ(pre.counters.total().cost.kv_read, kv_row * (8 + 16 + (17 + 18 + 19 + 20)));
     EXPECT_DOUBLE_EQ(dec.counters.total().cost.kv_read, kv_row * ((T + n) * (T + n + 1) / 2 - T * (T + 1) / 2));
     EXPECT_EQ(pre.counters.op(Op::OutputHead).calls, 1);  // logits for the last prompt row only
     EXPECT_EQ(dec.counters.op(Op::OutputHead).calls, n);

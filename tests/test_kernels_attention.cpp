@@ -217,6 +217,10 @@ TEST(Attention, BlockedChunkMatchesDense) {
         double n_keys = 0;
         for (const auto& r : rows) n_keys += r.n_keys;
         EXPECT_DOUBLE_EQ(c.total().flops, s.n_heads * n_keys * (4.0 * s.head_dim + 4));
+        // Each of the 75 positions' keys (and values) read once for the whole chunk, not once a row.
+        const double position_bytes = double(kv_dim) * (t == DType::F16 ? 2 : 4);
+        EXPECT_DOUBLE_EQ(c.scores.kv_read, len * position_bytes);
+        EXPECT_DOUBLE_EQ(c.mix.kv_read, len * position_bytes);
         cpu::attention(q.data(), rows.data(), m, pool.layer, s, picked.data());
         EXPECT_EQ(picked, got);
     }

@@ -79,6 +79,15 @@ AttentionCost attention_cost(int64_t m, double n_keys, int kv_dim, DType kv_type
     return c;
 }
 
+AttentionCost attention_blocked_cost(int64_t m, int64_t first_keys, int kv_dim, DType kv_type, const AttentionShape& s) {
+    const double n_keys = double(m) * double(first_keys) + double(m) * double(m - 1) / 2;  // sum over rows
+    AttentionCost c = attention_cost(m, n_keys, kv_dim, kv_type, s);
+    const double once = double(first_keys + m - 1) * kv_dim * double(elem_bytes(kv_type));  // every position seen, once
+    c.scores.kv_read = once;
+    c.mix.kv_read = once;
+    return c;
+}
+
 Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* slots, int64_t m) {
     (void)elem_bytes(kv.type);  // ridge::Error for a type other than F32 or F16, before any write
     for (int64_t i = 0; i < m; i++) {
@@ -264,7 +273,7 @@ AttentionCost attention_v2_blocked(const float* q, const AttentionRow* rows, int
             O.noalias() = S * V;
         }
     }
-    return attention_cost_rows(rows, m, kv, s);
+    return attention_blocked_cost(m, rows[0].n_keys, kv.kv_dim, kv.type, s);
 }
 
 }  // namespace ridge::cpu

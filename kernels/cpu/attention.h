@@ -67,6 +67,11 @@ struct AttentionCost {
 };
 // The cost above, alone (for planning): m query rows that see n_keys keys in all (N above).
 AttentionCost attention_cost(int64_t m, double n_keys, int kv_dim, DType kv_type, const AttentionShape& s);
+// The cost of v2_blocked on a chunk of m consecutive rows whose first row sees first_keys keys:
+// the FLOPs above (N = m * first_keys + m (m - 1) / 2), but each key and value the chunk sees is
+// read from the cache once (K_read = first_keys + m - 1 positions), not once per row: the tiling
+// lesson, KV intensity rising with the chunk's length.
+AttentionCost attention_blocked_cost(int64_t m, int64_t first_keys, int kv_dim, DType kv_type, const AttentionShape& s);
 AttentionCost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                                   const AttentionShape& s, float* out);
 AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
