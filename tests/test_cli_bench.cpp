@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
+#include "engine_test_util.h"
 
 namespace {
 
@@ -222,6 +223,7 @@ TEST(CliBench, BadInputGivesOneLineAndNonZeroExit) {
 // The CPU performance issue's memory budget: the weights are mapped, not copied, so the whole
 // process stays within the weights + the KV cache + 64 MiB, prefill of 512 tokens included.
 TEST(CliBench, PeakMemoryIsTheMappedWeightsPlusKVCachePlus64MiB) {
+    if (ridge::test::kSanitized) GTEST_SKIP() << "AddressSanitizer's shadow memory is not the engine's";
     const std::string smol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
     const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
     const RunResult r = ridge({"bench", "-m", smol, "-t", "2", "-p", "512", "-n", "16", "-r", "1", "--json"},
