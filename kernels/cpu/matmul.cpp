@@ -8,12 +8,8 @@
 
 #include <Eigen/Dense>
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
-#define RIDGE_MATMUL_V3 1
-#else
-#define RIDGE_MATMUL_V3 0
-#endif
+#include "kernels/cpu/simd.h"
+#define RIDGE_MATMUL_V3 RIDGE_CPU_SIMD
 
 #include "weights/blocks.h"
 #include "weights/error.h"
@@ -66,7 +62,6 @@ bool v3_types(DType t) {
 //   F16 / F32 (kScaled false): acc += q * x lane-wise.
 // All arithmetic is f32; only the order of summation differs from v0 (which sums in double).
 
-inline float f16(uint16_t h) { return _cvtsh_ss(h); }  // exact, as fp16_to_fp32
 
 // 8 signed / unsigned bytes (the low 8 of v) -> 8 floats.
 inline __m256 i8_to_f32(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
@@ -85,7 +80,7 @@ struct DecQ4_0 {  // y[j] = d * (nibble_j - 8); qs[j]: element j (low), j + 16 (
         q[1] = i8_to_f32(_mm_srli_si128(lo, 8));
         q[2] = i8_to_f32(hi);
         q[3] = i8_to_f32(_mm_srli_si128(hi, 8));
-        d = f16(blk.d);
+        d = simd::f16(blk.d);
     }
 };
 
@@ -102,8 +97,8 @@ struct DecQ4_1 {  // y[j] = d * nibble_j + m  ->  d * (q . x) + m * sum(x)
         q[1] = u8_to_f32(_mm_srli_si128(lo, 8));
         q[2] = u8_to_f32(hi);
         q[3] = u8_to_f32(_mm_srli_si128(hi, 8));
-        d = f16(blk.d);
-        mn = f16(blk.m);
+        d = simd::f16(blk.d);
+        mn = simd::f16(blk.m);
     }
 };
 
@@ -114,7 +109,7 @@ struct DecQ8_0 {  // y[j] = d * qs[j]
         const block_q8_0& blk = reinterpret_cast<const block_q8_0*>(row)[b];
         for (int t = 0; t < 4; t++)
             q[t] = i8_to_f32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + 8 * t)));
-        d = f16(blk.d);
+        d = simd::f16(blk.d);
     }
 };
 
@@ -125,7 +120,7 @@ struct DecF16 {  // 8 halves -> 8 floats
         q[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row) + b));
     }
     static float elem(const uint8_t* row, int64_t c) {
-        return f16(reinterpret_cast<const uint16_t*>(row)[c]);
+        return simd::f16(reinterpret_cast<const uint16_t*>(row)[c]);
     }
 };
 
@@ -152,13 +147,6 @@ struct DecF32 {
     }
     static float elem(const uint8_t* row, int64_t c) { return reinterpret_cast<const float*>(row)[c]; }
 };
-
-inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 // R weight rows (w[r], each k elements in Dec's format) times M x rows (x + i*k):
 // y[i * y_stride + r] = sum_c w[r][c] * x[i*k + c]. Each loaded x vector feeds R rows and each
@@ -200,7 +188,7 @@ inline void dot_rows(const uint8_t* const* w, const float* x, int64_t k, const f
     }
     for (int r = 0; r < R; r++)
         for (int i = 0; i < M; i++) {
-            float s = hsum8(acc[r][i]) + macc[r][i];
+            float s = simd::hsum8(acc[r][i]) + macc[r][i];
             if constexpr (Dec::kBlk == 8)
                 for (int64_t c = nb * 8; c < k; c++) s += Dec::elem(w[r], c) * x[i * k + c];
             y[i * y_stride + r] = s;
@@ -231,7 +219,7 @@ void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* x, fl
             Dec::decode(row, b, &q, d, mn);
             acc[0] = _mm256_fmadd_ps(q, _mm256_loadu_ps(x + 8 * b), acc[0]);
         }
-        float s = hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+        float s = simd::hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
         for (int64_t c = nb * 8; c < k; c++) s += Dec::elem(row, c) * x[c];
         y[j] = s;
     }

@@ -5,12 +5,8 @@
 #include <cmath>
 #include <string>
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
-#define RIDGE_MATMUL_V4 1
-#else
-#define RIDGE_MATMUL_V4 0
-#endif
+#include "kernels/cpu/simd.h"
+#define RIDGE_MATMUL_V4 RIDGE_CPU_SIMD
 
 #include "weights/blocks.h"
 #include "weights/error.h"
@@ -56,17 +52,8 @@ void codes(DType t, const uint8_t* row, int64_t b, int32_t* code, float& d, floa
 
 #if RIDGE_MATMUL_V4
 // ---- v4 building blocks ------------------------------------------------------------------------
-// 8 int32 lanes, each a[2l] b[2l] + a[2l+1] b[2l+1] of 16 signed 16-bit lanes, added to acc.
-// Exact for our ranges: |a| <= 128, |b| <= 32767, so a lane grows by at most 2^23 per block.
-inline __m256i dot_add(__m256i acc, __m256i a, __m256i b) {
-#if defined(__AVXVNNI__)
-    return _mm256_dpwssd_avx_epi32(acc, a, b);
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
-#endif
-}
-
-inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+// Integer dot products with simd::dot_add_i16: |a| <= 128, |b| <= 32767, so a lane grows by at most
+// 2^23 per block.
 
 // A weight block's 32 codes as two vectors of 16 int16 lanes: elements 0..15 and 16..31.
 struct Codes {
@@ -91,7 +78,7 @@ struct IntQ4_0 {
     static constexpr bool kUsesSum = false;
     static Codes decode(const uint8_t* row, int64_t b, float& d, float&) {
         const block_q4_0& blk = reinterpret_cast<const block_q4_0*>(row)[b];
-        d = f16(blk.d);
+        d = simd::f16(blk.d);
         return nibbles<8>(blk.qs);
     }
 };
@@ -99,8 +86,8 @@ struct IntQ4_1 {
     static constexpr bool kUsesSum = true;
     static Codes decode(const uint8_t* row, int64_t b, float& d, float& mn) {
         const block_q4_1& blk = reinterpret_cast<const block_q4_1*>(row)[b];
-        d = f16(blk.d);
-        mn = f16(blk.m);
+        d = simd::f16(blk.d);
+        mn = simd::f16(blk.m);
         return nibbles<0>(blk.qs);
     }
 };
@@ -108,18 +95,11 @@ struct IntQ8_0 {
     static constexpr bool kUsesSum = false;
     static Codes decode(const uint8_t* row, int64_t b, float& d, float&) {
         const block_q8_0& blk = reinterpret_cast<const block_q8_0*>(row)[b];
-        d = f16(blk.d);
+        d = simd::f16(blk.d);
         const __m128i* q = reinterpret_cast<const __m128i*>(blk.qs);
         return {_mm256_cvtepi8_epi16(_mm_loadu_si128(q)), _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1))};
     }
 };
-
-inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 // R weight rows times M rows of quantized x: y[i * y_stride + r] = w[r] . x_i.
 // Per block: the integer dot product (8 lanes), scaled by d_w * d_x into an f32 accumulator.
@@ -139,7 +119,8 @@ inline void dot_rows(const uint8_t* const* w, const ActBlock* const* x, int64_t 
             float d, mn = 0.0f;
             const Codes wq = Dec::decode(w[r], b, d, mn);
             for (int i = 0; i < M; i++) {
-                const __m256i p = dot_add(dot_add(_mm256_setzero_si256(), wq.lo, xq[i].lo), wq.hi, xq[i].hi);
+                const __m256i lo = simd::dot_add_i16(_mm256_setzero_si256(), wq.lo, xq[i].lo);
+                const __m256i p = simd::dot_add_i16(lo, wq.hi, xq[i].hi);
                 acc[r][i] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[i][b].d), _mm256_cvtepi32_ps(p), acc[r][i]);
                 // std::fma: the same rounding in every instantiation (decode = prefill, bit for bit).
                 if constexpr (Dec::kUsesSum) macc[r][i] = std::fma(mn, x[i][b].sum, macc[r][i]);
@@ -147,7 +128,7 @@ inline void dot_rows(const uint8_t* const* w, const ActBlock* const* x, int64_t 
         }
     }
     for (int r = 0; r < R; r++)
-        for (int i = 0; i < M; i++) y[i * y_stride + r] = hsum8(acc[r][i]) + macc[r][i];
+        for (int i = 0; i < M; i++) y[i * y_stride + r] = simd::hsum8(acc[r][i]) + macc[r][i];
 }
 
 // kRows weight rows per pass: 4 (each x block serves 4 rows) for several rows of X; 1 for decode,

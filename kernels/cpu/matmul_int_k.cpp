@@ -11,12 +11,8 @@
 #include <string>
 #include <vector>
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
-#define RIDGE_MATMUL_V4K 1
-#else
-#define RIDGE_MATMUL_V4K 0
-#endif
+#include "kernels/cpu/simd.h"
+#define RIDGE_MATMUL_V4K RIDGE_CPU_SIMD
 
 #include "weights/blocks.h"
 #include "weights/error.h"
@@ -85,24 +81,9 @@ double dot_q6_K(const block_q6_K& blk, const ActBlock* x) {
 // 0-3 and 16..31 in lanes 4-7 (Q6_K's two groups of an ActBlock, each with its own scale).
 // X is rearranged once per call to the same order, so no weight byte crosses a 128-bit lane.
 
-// 8 int32 lanes, each a[2l] b[2l] + a[2l+1] b[2l+1], added to acc. Exact: |a| <= 32, |b| <= 32767,
-// so a lane of one ActBlock (4 products) stays below 2^22.
-inline __m256i dot_add(__m256i acc, __m256i a, __m256i b) {
-#if defined(__AVXVNNI__)
-    return _mm256_dpwssd_avx_epi32(acc, a, b);
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
-#endif
-}
+// Integer dot products with simd::dot_add_i16: |a| <= 32, |b| <= 32767, so a lane of one ActBlock
+// (4 products) stays below 2^22.
 
-inline float f16(uint16_t h) { return _cvtsh_ss(h); }
-
-inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 // One row of X as the kernels read it: codes in lane order, and each ActBlock's d and sum in
 // contiguous arrays (8 of them, one super-block's worth, load as one vector).
@@ -143,7 +124,7 @@ XPrepared prepare(const QuantizedRows& X) {
 // The int32 lanes of one ActBlock: weight codes (a, b) in lane order times x's 32 codes at xq.
 inline __m256i block_dot(__m256i a, __m256i b, const int16_t* xq) {
     const __m256i* x = reinterpret_cast<const __m256i*>(xq);
-    return dot_add(dot_add(_mm256_setzero_si256(), a, _mm256_loadu_si256(x)), b, _mm256_loadu_si256(x + 1));
+    return simd::dot_add_i16(simd::dot_add_i16(_mm256_setzero_si256(), a, _mm256_loadu_si256(x)), b, _mm256_loadu_si256(x + 1));
 }
 
 // One decoder per type: super-block s of a row, added to acc[i] for the M rows of X (lane sums
@@ -163,8 +144,8 @@ struct IntQ4_K {
         u[2] = mins_lo;
         u[0] &= kLow6;
         const __m128i packed = _mm_set_epi32(int(u[3]), int(u[2]), int(u[1]), int(u[0]));
-        const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(f16(blk.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(packed)));
-        const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(f16(blk.dmin)),
+        const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(packed)));
+        const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.dmin)),
                                         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(packed, 8))));
         alignas(32) float scale[M][kSubBlocks];  // d * sc_j * d_x,j, broadcast from memory (no shuffle)
         for (int i = 0; i < M; i++) {
@@ -192,7 +173,7 @@ struct IntQ6_K {
     using Block = block_q6_K;
     template <int M>
     static void add(const block_q6_K& blk, const XRow* x, int64_t s, __m256* acc) {
-        const __m256 d = _mm256_set1_ps(f16(blk.d));
+        const __m256 d = _mm256_set1_ps(simd::f16(blk.d));
         const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30), zero = _mm256_setzero_si256();
         const __m256i off = _mm256_set1_epi16(32);
         const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
@@ -239,7 +220,7 @@ void dot_rows(const uint8_t* const* w, const XRow* x, int64_t nsb, float* y, int
     for (int64_t s = 0; s < nsb; s++)
         for (int r = 0; r < R; r++) Dec::template add<M>(reinterpret_cast<const typename Dec::Block*>(w[r])[s], x, s, acc[r]);
     for (int r = 0; r < R; r++)
-        for (int i = 0; i < M; i++) y[i * y_stride + r] = hsum8(acc[r][i]);
+        for (int i = 0; i < M; i++) y[i * y_stride + r] = simd::hsum8(acc[r][i]);
 }
 
 template <class Dec>
