@@ -3,6 +3,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <string>
 
@@ -20,7 +22,7 @@ void BenchArgs::add_options(CLI::App* cmd) {
     cmd->add_option("-t,--threads", threads, "CPU threads (default: all)")->each([this](const std::string&) {
         threads_set = true;
     });
-    cmd->add_option("-b,--batch", opt.max_rows, "most prompt tokens per forward pass")->capture_default_str();
+    cmd->add_option(rows_option, opt.max_rows, "most prompt tokens per forward pass")->capture_default_str();
     cmd->add_option("--kv-type", kv_type, "KV cache element type: f32 or f16")->capture_default_str();
     cmd->add_option("--seed", opt.seed, "seed of the random prompt and decode token ids")->capture_default_str();
 }
@@ -31,11 +33,38 @@ int BenchArgs::check_and_apply() {
     if (opt.n_prompt == 0 && opt.n_gen == 0) throw Error("-p 0 and -n 0 leave no test to run");
     if (opt.reps < 1) throw Error("-r/--repetitions " + std::to_string(opt.reps) + " must be >= 1");
     if (threads_set && threads < 1) throw Error("-t/--threads " + std::to_string(threads) + " must be >= 1");
-    if (opt.max_rows < 1) throw Error("-b/--batch " + std::to_string(opt.max_rows) + " must be >= 1");
+    if (opt.max_rows < 1) {
+        std::string name = rows_option;
+        std::replace(name.begin(), name.end(), ',', '/');
+        throw Error(name + " " + std::to_string(opt.max_rows) + " must be >= 1");
+    }
     if (kv_type != "f32" && kv_type != "f16") throw Error("--kv-type '" + kv_type + "' must be f32 or f16");
     opt.kv_type = kv_type == "f16" ? DType::F16 : DType::F32;
     if (threads_set) omp_set_num_threads(threads);
     return omp_get_max_threads();
+}
+
+std::vector<int> parse_batch_sizes(const std::string& list, const std::string& option) {
+    std::vector<int> sizes;
+    size_t start = 0;
+    while (true) {
+        const size_t comma = list.find(',', start);
+        const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (item.empty())
+            throw Error(option + " '" + list + "': " + (list.empty() ? "no batch sizes given" : "an empty entry"));
+        size_t used = 0;
+        long v = 0;
+        try {
+            v = std::stol(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used != item.size() || v < INT_MIN || v > INT_MAX)
+            throw Error(option + " '" + list + "': '" + item + "' is not a whole number");
+        sizes.push_back(int(v));
+        if (comma == std::string::npos) return sizes;
+        start = comma + 1;
+    }
 }
 
 Ceilings machine_ceilings(int threads) {

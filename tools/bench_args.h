@@ -4,6 +4,9 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 #include "engine/bench.h"
 #include "engine/ceilings.h"
 #include "tools/model_args.h"
@@ -16,12 +19,17 @@ struct BenchArgs {
     int threads = 0;         // -t (when threads_set; else OpenMP's default)
     bool threads_set = false;
     std::string kv_type = "f32";
+    std::string rows_option = "-b,--batch";  // the prompt-rows option (roofline: "-b,--ubatch"; its --batch lists B)
 
     // Adds -m/--synthetic..., --exact, -p, -n, -r, -t, -b, --kv-type, --seed to `cmd` (bound to these fields).
     void add_options(CLI::App* cmd);
     // ridge::Error (one line) for a bad value; sets the OpenMP thread count; returns it.
     int check_and_apply();
 };
+
+// "1,4,16" -> {1, 4, 16}: whole numbers separated by commas (range checks are the engine's);
+// ridge::Error naming `option` for an empty list or entry, or an entry that is not a number.
+std::vector<int> parse_batch_sizes(const std::string& list, const std::string& option);
 
 // The ceilings for `threads`: saved ones, or measured now (with a note on stderr first, since the
 // probe takes a few seconds) and saved for next time.
