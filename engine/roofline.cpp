@@ -438,4 +438,11 @@ RooflinePlot roofline_from_bench(const BenchResult& bench, const Ceilings& c, co
     return plot;
 }
 
+RooflineSeries roofline_batch_series(const BatchBenchResult& batch) {
+    RooflineSeries s{"batched decode (B sequences)", "#ff7f0e", {}};
+    for (const BatchPoint& p : batch.points)
+        s.points.push_back(RooflinePoint{"B=" + std::to_string(p.batch), p.report.intensity, p.report.achieved_gflops});
+    return s;
+}
+
 }  // namespace ridge

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/batch_bench.h"
 #include "engine/bench.h"
 #include "engine/ceilings.h"
 
@@ -72,5 +73,9 @@ std::string roofline_svg(const RooflinePlot& plot);
 // weights or the KV cache). Op kinds with the same cost per call (k and v, gate and up, ...) are
 // merged into one point ("k,v"); attention's scores and mix are one kernel and one point.
 RooflinePlot roofline_from_bench(const BenchResult& bench, const Ceilings& ceilings, const std::string& title);
+
+// Batched decode as one series, "batched decode (B sequences)": a point per B, labelled "B=4", at
+// its intensity and achieved GFLOP/s, so the decode point walks up the bandwidth slope as B grows.
+RooflineSeries roofline_batch_series(const BatchBenchResult& batch);
 
 }  // namespace ridge

@@ -1,8 +1,8 @@
 // `ridge roofline` as a user runs it, under ceilings the test writes itself ($RIDGE_PROBE_FILE, so
 // no probe runs): the SVG it writes parses as XML (libxml2), holds the prefill and decode points
 // and a point per op kind for each, and every marker, the slope, the ceiling and the ridge point
-// sit where their numbers say on axes read back from the file's own tick marks. Bad input: one
-// "ridge: ..." line and a non-zero exit, and no file written.
+// sit where their numbers say on axes read back from the file's own tick marks; --batch adds one
+// labelled point per batch size. Bad input: one "ridge: ..." line and a non-zero exit, and no file written.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,8 +77,10 @@ std::vector<std::string> split(const std::string& s, char sep) {
     return out;
 }
 
-// Checks one written SVG: `prefill` and `decode` are the test names ("pp16", "tg4").
-void check_svg(const std::string& svg, const std::string& prefill, const std::string& decode) {
+// Checks one written SVG: `prefill` and `decode` are the test names ("pp16", "tg4"); `batch` the
+// labels of the batched decode points (--batch), in order of B.
+void check_svg(const std::string& svg, const std::string& prefill, const std::string& decode,
+               const std::vector<std::string>& batch = {}) {
     const XmlDoc doc = parse_xml(svg);
     ASSERT_TRUE(doc.ok) << doc.error;
     EXPECT_EQ(doc.elements[0].name, "svg");
@@ -119,6 +121,8 @@ void check_svg(const std::string& svg, const std::string& prefill, const std::st
     const auto labels = doc.find("text", "point-label");
     ASSERT_EQ(labels.size(), circles.size());
     std::set<std::string> phases, prefill_ops, decode_ops;
+    std::vector<std::string> batch_labels;
+    std::vector<double> batch_i;
     double prefill_i = 0, decode_i = 0;
     for (size_t i = 0; i < circles.size(); i++) {
         const XmlElement& c = *circles[i];
@@ -136,6 +140,9 @@ void check_svg(const std::string& svg, const std::string& prefill, const std::st
             for (const std::string& op : split(label, ',')) EXPECT_TRUE(prefill_ops.insert(op).second) << op;
         } else if (series == "decode ops (" + decode + ")") {
             for (const std::string& op : split(label, ',')) EXPECT_TRUE(decode_ops.insert(op).second) << op;
+        } else if (series == "batched decode (B sequences)") {
+            batch_labels.push_back(label);
+            batch_i.push_back(in);
         } else {
             ADD_FAILURE() << "unexpected series " << series;
         }
@@ -146,6 +153,15 @@ void check_svg(const std::string& svg, const std::string& prefill, const std::st
     EXPECT_EQ(decode_ops, ops);
     // A prompt reuses each weight for every token: prefill sits right of decode.
     EXPECT_GT(prefill_i, 2 * decode_i);
+    // One batched decode point per B, walking right (up the slope) as B grows.
+    EXPECT_EQ(batch_labels, batch);
+    for (size_t i = 1; i < batch_i.size(); i++) EXPECT_GT(batch_i[i], batch_i[i - 1]) << batch_labels[i];
+    if (!batch.empty()) {
+        const auto notes = doc.find("text", "note");
+        EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const XmlElement* e) {
+            return e->text.find("Batched decode") != std::string::npos;
+        }));
+    }
 }
 
 TEST(CliRoofline, Stories260kWritesTheMeasuredRoofline) {
@@ -195,6 +211,29 @@ TEST(CliRoofline, SyntheticSmolLM2AndAnExistingFileIsReplaced) {
     std::filesystem::remove(svg);
 }
 
+TEST(CliRoofline, BatchDrawsOneLabelledPointPerB) {
+    const std::string svg = scratch("batch.svg");
+    const RunResult r = ridge(
+        {"roofline", "-m", kGguf, "-p", "8", "-n", "2", "-r", "1", "-t", "2", "--batch", "1,4,16", "-o", svg});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("batched decode: B=1 "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(", B=16 "), std::string::npos) << r.out;
+    const std::string text = read_file(svg);
+    check_svg(text, "pp8", "tg2", {"B=1", "B=4", "B=16"});
+    // stories260K's f32 weights: a step of B rows does about 2 FLOPs per 4-byte weight per row,
+    // so the B=1 point sits at the decode point's intensity, about 0.5 FLOP/byte.
+    const XmlDoc doc = parse_xml(text);
+    for (const XmlElement* c : doc.find("circle", "point")) {
+        if (c->attr("data-label") != "B=1") continue;
+        EXPECT_NEAR(c->num("data-intensity"), 0.5, 0.05);
+    }
+    // -B is --batch; -b is the prompt rows per pass here (--ubatch).
+    const RunResult s = ridge({"roofline", "-m", kGguf, "-p", "8", "-n", "1", "-r", "1", "-b", "4", "-B", "2,3", "-o", svg});
+    ASSERT_EQ(s.rc, 0) << s.err;
+    check_svg(read_file(svg), "pp8", "tg1", {"B=2", "B=3"});
+    std::filesystem::remove(svg);
+}
+
 TEST(CliRoofline, BadInputIsOneLineAndWritesNothing) {
     const std::string svg = scratch("bad.svg");
     std::filesystem::remove(svg);
@@ -210,6 +249,14 @@ TEST(CliRoofline, BadInputIsOneLineAndWritesNothing) {
     expect_one_line_error(ridge({"roofline", "-m", kGguf, "-p", "0", "-n", "0", "-o", svg}), "no test");
     expect_one_line_error(ridge({"roofline", "-m", kGguf, "-r", "0", "-o", svg}), "-r/--repetitions 0");
     expect_one_line_error(ridge({"roofline", "-m", kGguf, "-p", "100000", "-o", svg}), "context");
+    // Bad batch sizes: before any measuring.
+    expect_one_line_error(ridge({"roofline", "-m", kGguf, "--batch", "0", "-o", svg}), "batch size 0 must be >= 1");
+    expect_one_line_error(ridge({"roofline", "-m", kGguf, "--batch", "1,,4", "-o", svg}), "an empty entry");
+    expect_one_line_error(ridge({"roofline", "-m", kGguf, "--batch", "1,y", "-o", svg}), "'y' is not a whole number");
+    expect_one_line_error(ridge({"roofline", "-m", kGguf, "--batch", "", "-o", svg}), "no batch sizes given");
+    expect_one_line_error(ridge({"roofline", "-m", kGguf, "--batch", "4,4", "-o", svg}), "listed twice");
+    expect_one_line_error(ridge({"roofline", "-m", kGguf, "--batch", "1,4", "-n", "0", "-o", svg}), "-n 0 must be >= 1");
+    expect_one_line_error(ridge({"roofline", "-m", kGguf, "--ubatch", "0", "-o", svg}), "-b/--ubatch 0");
     // No model, two models, a missing model.
     expect_one_line_error(ridge({"roofline", "-o", svg}), "no model");
     expect_one_line_error(ridge({"roofline", "-m", kGguf, "--synthetic", "smollm2-135m", "-o", svg}), "synthetic");

@@ -2,7 +2,8 @@
 // fit_axes (whole decades holding every point and ridge point with a margin), the SVG read back
 // with libxml2 (well-formed; the slope, the ceilings, the ridge point, one marker per drawable
 // point sitting at axes.x(intensity), axes.y(gflops); ticks; labels escaped), and
-// roofline_from_bench on hand-made counters (ops of equal cost merged, the rest apart).
+// roofline_from_bench on hand-made counters (ops of equal cost merged, the rest apart), and
+// roofline_batch_series (one labelled point per batch size).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -517,6 +518,52 @@ TEST(RooflineFromBench, PhasesAndMergedOpKindsByHand) {
     const XmlDoc doc = parse_xml(roofline_svg(plot));
     ASSERT_TRUE(doc.ok) << doc.error;
     EXPECT_EQ(doc.find("circle", "point").size(), 2u + 2 * want.size());
+}
+
+// ---- roofline_batch_series ----------------------------------------------------------------------
+
+TEST(RooflineBatchSeries, OnePointPerBatchSizeAtItsIntensityAndSpeed) {
+    BatchBenchResult batch;
+    for (int B : {1, 4, 16, 64}) {
+        BatchPoint p;
+        p.batch = B;
+        p.report.intensity = 0.9 * B;         // I ~ B
+        p.report.achieved_gflops = 7.0 * B;  // up the slope
+        batch.points.push_back(p);
+    }
+    BatchPoint idle;  // nothing measured: left out of the drawing, not out of the series
+    idle.batch = 128;
+    batch.points.push_back(idle);
+    const RooflineSeries ser = roofline_batch_series(batch);
+    EXPECT_EQ(ser.name, "batched decode (B sequences)");
+    ASSERT_EQ(ser.points.size(), 5u);
+    const char* labels[] = {"B=1", "B=4", "B=16", "B=64", "B=128"};
+    for (size_t i = 0; i < 5; i++) {
+        EXPECT_EQ(ser.points[i].label, labels[i]);
+        EXPECT_DOUBLE_EQ(ser.points[i].intensity, batch.points[i].report.intensity);
+        EXPECT_DOUBLE_EQ(ser.points[i].gflops, batch.points[i].report.achieved_gflops);
+    }
+    EXPECT_FALSE(ser.points[4].drawable());
+
+    // Drawn under a roof: one labelled marker per measured B, left to right as B grows.
+    RooflinePlot plot;
+    plot.roofs.push_back(roof(20, 200));
+    plot.series.push_back(ser);
+    const XmlDoc doc = parse_xml(roofline_svg(plot));
+    ASSERT_TRUE(doc.ok) << doc.error;
+    const auto circles = doc.find("circle", "point");
+    const auto texts = doc.find("text", "point-label");
+    ASSERT_EQ(circles.size(), 4u);
+    ASSERT_EQ(texts.size(), 4u);
+    for (size_t i = 0; i < 4; i++) {
+        EXPECT_EQ(circles[i]->attr("data-label"), labels[i]);
+        EXPECT_EQ(circles[i]->attr("data-series"), "batched decode (B sequences)");
+        EXPECT_EQ(texts[i]->text, labels[i]);
+        if (i > 0) {
+            EXPECT_GT(circles[i]->num("cx"), circles[i - 1]->num("cx"));
+            EXPECT_LT(circles[i]->num("cy"), circles[i - 1]->num("cy"));  // higher GFLOP/s is up
+        }
+    }
 }
 
 }  // namespace

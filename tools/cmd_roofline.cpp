@@ -1,8 +1,9 @@
-// `ridge roofline (-m MODEL | --synthetic NAME) -o roofline.svg [-p 128] [-n 32] [-r 3] [-t THREADS]`:
-// the roofline drawn with real measurements. The roof is this machine's bandwidth slope and FMA
-// ceiling (`ridge probe`'s saved ceilings, measured now if none); the points are a short bench run
-// (prefill and decode at their median speed, and each matmul kind and attention per phase).
-// One self-contained SVG (engine/roofline.h), and a summary line of the points on stdout.
+// `ridge roofline (-m MODEL | --synthetic NAME) -o roofline.svg [-p 128] [-n 32] [-r 3] [-t THREADS]
+// [--batch 1,4,16,64]`: the roofline drawn with real measurements. The roof is this machine's
+// bandwidth slope and FMA ceiling (`ridge probe`'s saved ceilings, measured now if none); the points
+// are a short bench run (prefill and decode at their median speed, each matmul kind and attention
+// per phase) and, with --batch, a batched decode point per B (engine/batch_bench.h, same -p -n -r).
+// One self-contained SVG (engine/roofline.h), and a summary of the points on stdout.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,7 +11,9 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "engine/batch_bench.h"
 #include "engine/bench.h"
 #include "engine/model.h"
 #include "engine/roofline.h"
@@ -25,7 +28,9 @@ namespace {
 
 struct RooflineCommand {
     BenchArgs args;
-    std::string output;  // -o
+    std::string output;            // -o
+    std::string batch_list;        // --batch: batch sizes of batched decode points
+    bool batch_given = false;      // --batch was on the command line
 };
 
 // Fails (one line) before seconds of measuring if `path` cannot be written; leaves no new file.
@@ -51,43 +56,63 @@ void write_file(const std::string& path, const std::string& text) {
 void run(RooflineCommand& cmd) {
     BenchArgs& a = cmd.args;
     const int threads = a.check_and_apply();
+    const bool batched = cmd.batch_given;
+    BatchBenchOptions batch;
+    if (batched) batch.batch_sizes = parse_batch_sizes(cmd.batch_list, "-B/--batch");
     check_writable(cmd.output);
     const std::unique_ptr<ModelFile> file = a.model.open();
     Model model = Model::from_file(*file);
     model.exact = a.model.exact;
+    batch.n_prompt = a.opt.n_prompt;
+    batch.n_gen = a.opt.n_gen;
+    batch.reps = a.opt.reps;
+    batch.max_rows = a.opt.max_rows;
+    batch.kv_type = a.opt.kv_type;
+    batch.seed = a.opt.seed;
+    if (batched) check_batch_bench_options(model, batch);  // before any measuring
     const Ceilings ceil = machine_ceilings(threads);
     const BenchResult res = run_bench(model, a.opt, &ceil);
 
     const std::string title = "ridge roofline: " + file->path() + ", " + std::to_string(res.threads) +
                               (res.threads == 1 ? " thread" : " threads");
-    const RooflinePlot plot = roofline_from_bench(res, ceil, title);
+    RooflinePlot plot = roofline_from_bench(res, ceil, title);
+    if (batched) {
+        const BatchBenchResult bres = run_batch_bench(model, batch, &ceil);
+        plot.series.push_back(roofline_batch_series(bres));
+        plot.notes.push_back("Batched decode: B sequences of " + std::to_string(batch.n_prompt) +
+                             " prompt tokens, then " + std::to_string(batch.n_gen) +
+                             " steps each advancing all B by one token in one forward pass (ridge batch-bench).");
+    }
     write_file(cmd.output, roofline_svg(plot));
 
-    // Summary: the roof, then the phase points and how many op points were drawn.
+    // Summary: the roof, then the phase points, how many op points were drawn, the batch points.
     std::printf("wrote %s: roof %.2f GB/s, %.1f GFLOP/s peak, ridge point %.2f FLOP/byte (%d threads)\n",
                 cmd.output.c_str(), ceil.bandwidth_gbs, ceil.peak_gflops(), ceil.ridge_point(), ceil.threads);
-    std::string phases;
+    std::string phases, batches;
     int n_ops = 0, n_skipped = 0;
     for (const RooflineSeries& s : plot.series) {
         const bool is_phases = &s == &plot.series.front();  // roofline_from_bench puts the phases first
+        const bool is_batch = batched && &s == &plot.series.back();  // and the batch series goes last
         for (const RooflinePoint& p : s.points) {
             if (!p.drawable()) {
                 n_skipped++;
                 continue;
             }
-            if (!is_phases) {
+            if (!is_phases && !is_batch) {
                 n_ops++;
                 continue;
             }
+            std::string& out = is_phases ? phases : batches;
             char buf[160];
-            std::snprintf(buf, sizeof buf, "%s%s %.3g FLOP/byte %.3g GFLOP/s", phases.empty() ? "" : ", ",
+            std::snprintf(buf, sizeof buf, "%s%s %.3g FLOP/byte %.3g GFLOP/s", out.empty() ? "" : ", ",
                           p.label.c_str(), p.intensity, p.gflops);
-            phases += buf;
+            out += buf;
         }
     }
     std::printf("points: %s; %d op points", phases.c_str(), n_ops);
     if (n_skipped > 0) std::printf(" (%d not drawn: no time or no bytes measured)", n_skipped);
     std::printf("\n");
+    if (batched) std::printf("batched decode: %s\n", batches.c_str());
 }
 
 }  // namespace
@@ -100,11 +125,16 @@ void register_roofline(CLI::App& app) {
     cmd->args.opt.n_prompt = 128;
     cmd->args.opt.n_gen = 32;
     cmd->args.opt.reps = 3;
+    cmd->args.rows_option = "-b,--ubatch";  // --batch is the list of batch sizes here
     cmd->args.add_options(sub);
+    sub->add_option("-B,--batch", cmd->batch_list,
+                    "also draw batched decode at these batch sizes, comma-separated (e.g. 1,4,16,64)")
+        ->each([cmd](const std::string&) { cmd->batch_given = true; });
     sub->add_option("-o,--output", cmd->output, "the SVG file to write")->required();
     sub->footer("The roof is the ceilings `ridge probe -t N` saved for the thread count ($RIDGE_PROBE_FILE, else\n"
                 "~/.cache/ridge/probe-t<N>.json), measured now and saved when there are none. The points are a\n"
-                "short `ridge bench` run: its tests are smaller by default (-p 128 -n 32 -r 3).");
+                "short `ridge bench` run: its tests are smaller by default (-p 128 -n 32 -r 3). --batch adds\n"
+                "a `ridge batch-bench` run with the same -p, -n and -r: one point per batch size.");
     sub->callback([cmd] { run(*cmd); });
 }
 
