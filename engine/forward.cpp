@@ -36,6 +36,23 @@ void Workspace::reserve(const Config& c, int64_t m, int64_t m_out) {
     n_vocab = c.n_vocab;
 }
 
+void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, std::vector<RowRun>& runs) {
+    runs.clear();
+    auto add = [&](int64_t begin, int64_t end, bool tiled) {
+        if (begin == end) return;
+        if (!tiled && !runs.empty() && !runs.back().tiled && runs.back().end == begin)
+            runs.back().end = end;  // row-exact rows next to each other go together
+        else
+            runs.push_back(RowRun{begin, end, tiled});
+    };
+    for (int64_t i = 0; i < m;) {
+        int64_t j = i + 1;  // [i, j): consecutive positions of one sequence
+        while (j < m && seq[j] == seq[i] && pos[j] == pos[j - 1] + 1) j++;
+        add(i, j, j - i >= cpu::kTiledMinRows);
+        i = j;
+    }
+}
+
 void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& ws, Counters* counters,
              Dumper* dump) {
     const Config& c = model.config;
@@ -53,6 +70,15 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
     for (int64_t i = 0; i < m; i++) {
         ws.slots[i] = cache.slot(batch.seq[i], batch.pos[i]);  // checks seq and pos
         ws.attn_rows[i] = cpu::AttentionRow{cache.block_table(batch.seq[i]).data(), batch.pos[i] + 1};
+    }
+
+    // The rows as runs (tiled prompt chunks, row-exact rest), and the same for the logits rows.
+    split_runs(batch.seq.data(), batch.pos.data(), m, ws.runs);
+    {
+        std::vector<int32_t> out_seq, out_pos;
+        for (int64_t i = 0; i < m; i++)
+            if (batch.want_logits[i]) out_seq.push_back(batch.seq[i]), out_pos.push_back(batch.pos[i]);
+        split_runs(out_seq.data(), out_pos.data(), m_out, ws.out_runs);
     }
 
     // count(layer, op, cost) records a kernel call that has just returned: its cost, and the wall
@@ -81,13 +107,43 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
     auto dump_rows = [&](const std::string& name, const std::vector<float>& buf, int64_t rows, int64_t width) {
         if (dump) dump->write(name, buf.data(), long(rows), long(width));
     };
-    // On the fast path an input shared by matmuls with an integer kernel (q, k, v; gate, up; o;
-    // down; the logits) is quantized to 16-bit integers once, into ws.x_q; nullptr means f32 only.
-    auto quantize = [&](int layer, std::initializer_list<const TensorView*> weights, const std::vector<float>& x,
-                        int64_t rows, int64_t width) -> const cpu::QuantizedRows* {
-        if (!model.int_input(weights, rows)) return nullptr;
-        count(layer, Op::Quantize, cpu::quantize_rows(x.data(), rows, width, ws.x_q));
-        return &ws.x_q;
+    // Y = X . W^T for each (op, W, Y) sharing the input X (rows of width k), run by run: tiled runs
+    // through cpu::matmul_tiled, row-exact runs through cpu::matmul_rows with X quantized to 16-bit
+    // integers once per run (into ws.x_q) when one of the weights has an integer kernel (fast path).
+    struct Linear {
+        Op op;
+        const TensorView* w;
+        float* y;  // (rows, w->ne(1))
+    };
+    auto linear = [&](int layer, const std::vector<RowRun>& runs, const float* x, int64_t k,
+                      std::initializer_list<Linear> outs) {
+        bool int_rows = false;
+        for (const Linear& o : outs) int_rows = int_rows || model.int_rows({o.w});
+        for (const RowRun& run : runs) {
+            const float* xr = x + run.begin * k;
+            const cpu::QuantizedRows* xq = nullptr;
+            if (!run.tiled && int_rows) {
+                count(layer, Op::Quantize, cpu::quantize_rows(xr, run.rows(), k, ws.x_q));
+                xq = &ws.x_q;
+            }
+            for (const Linear& o : outs) {
+                float* yr = o.y + run.begin * o.w->ne(1);
+                count(layer, o.op, run.tiled ? cpu::matmul_tiled(*o.w, xr, run.rows(), yr)
+                                             : cpu::matmul_rows(*o.w, xr, run.rows(), xq, yr));
+            }
+        }
+    };
+    // Attention run by run: a tiled run (one prompt chunk) through the blocked kernel, row-exact
+    // runs row by row.
+    auto attend = [&](int layer, const cpu::KVLayer& kv, const cpu::AttentionShape& heads) {
+        const int64_t q_stride = int64_t(heads.n_heads) * heads.head_dim;
+        for (const RowRun& run : ws.runs) {
+            const float* q = ws.q.data() + run.begin * q_stride;
+            const cpu::AttentionRow* rows = ws.attn_rows.data() + run.begin;
+            float* out = ws.attn.data() + run.begin * q_stride;
+            count_attention(layer, run.tiled ? cpu::attention(q, rows, run.rows(), kv, heads, out)
+                                             : cpu::attention_v1_omp(q, rows, run.rows(), kv, heads, out));
+        }
     };
     const cpu::RopeParams rope{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style};
     const cpu::AttentionShape heads{c.n_heads, c.n_kv_heads, c.head_dim};
@@ -104,10 +160,8 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         // Attention block: x_norm = rmsnorm(x); q, k, v = x_norm W_q, W_k, W_v; rotate q, k.
         count(l, Op::Norm, cpu::rmsnorm(ws.x.data(), f32_data(L.attn_norm), m, d, c.norm_eps, ws.x_norm.data()));
         dump_rows(name + "attn_norm", ws.x_norm, m, d);
-        const cpu::QuantizedRows* xq = quantize(l, {L.attn_q, L.attn_k, L.attn_v}, ws.x_norm, m, d);
-        count(l, Op::Q, cpu::matmul(*L.attn_q, ws.x_norm.data(), m, xq, ws.q.data()));
-        count(l, Op::K, cpu::matmul(*L.attn_k, ws.x_norm.data(), m, xq, ws.k.data()));
-        count(l, Op::V, cpu::matmul(*L.attn_v, ws.x_norm.data(), m, xq, ws.v.data()));
+        linear(l, ws.runs, ws.x_norm.data(), d,
+               {{Op::Q, L.attn_q, ws.q.data()}, {Op::K, L.attn_k, ws.k.data()}, {Op::V, L.attn_v, ws.v.data()}});
         dump_rows(name + "q", ws.q, m, q_dim);
         dump_rows(name + "k", ws.k, m, kv_dim);
         dump_rows(name + "v", ws.v, m, kv_dim);
@@ -118,10 +172,9 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
 
         // Keys and values of these rows into the cache, then each row attends to its sequence.
         count(l, Op::KVStore, cpu::kv_store(kv, ws.k.data(), ws.v.data(), ws.slots.data(), m));
-        count_attention(l, cpu::attention(ws.q.data(), ws.attn_rows.data(), m, kv, heads, ws.attn.data()));
+        attend(l, kv, heads);
         dump_rows(name + "attn", ws.attn, m, q_dim);
-        xq = quantize(l, {L.attn_output}, ws.attn, m, q_dim);
-        count(l, Op::O, cpu::matmul(*L.attn_output, ws.attn.data(), m, xq, ws.attn_out.data()));
+        linear(l, ws.runs, ws.attn.data(), q_dim, {{Op::O, L.attn_output, ws.attn_out.data()}});
         dump_rows(name + "attn_out", ws.attn_out, m, d);
         count(l, Op::Residual, cpu::add(ws.x.data(), ws.attn_out.data(), m * d));
         dump_rows(name + "attn_resid", ws.x, m, d);
@@ -129,15 +182,13 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         // Feed-forward block: x_norm = rmsnorm(x); ffn_out = (silu(x_norm W_gate) * x_norm W_up) W_down.
         count(l, Op::Norm, cpu::rmsnorm(ws.x.data(), f32_data(L.ffn_norm), m, d, c.norm_eps, ws.x_norm.data()));
         dump_rows(name + "ffn_norm", ws.x_norm, m, d);
-        xq = quantize(l, {L.ffn_gate, L.ffn_up}, ws.x_norm, m, d);
-        count(l, Op::Gate, cpu::matmul(*L.ffn_gate, ws.x_norm.data(), m, xq, ws.ffn_gate.data()));
-        count(l, Op::Up, cpu::matmul(*L.ffn_up, ws.x_norm.data(), m, xq, ws.ffn_up.data()));
+        linear(l, ws.runs, ws.x_norm.data(), d,
+               {{Op::Gate, L.ffn_gate, ws.ffn_gate.data()}, {Op::Up, L.ffn_up, ws.ffn_up.data()}});
         dump_rows(name + "ffn_gate", ws.ffn_gate, m, n_ff);
         dump_rows(name + "ffn_up", ws.ffn_up, m, n_ff);
         count(l, Op::Swiglu, cpu::swiglu(ws.ffn_gate.data(), ws.ffn_up.data(), m * n_ff, ws.ffn_act.data()));
         dump_rows(name + "ffn_act", ws.ffn_act, m, n_ff);
-        xq = quantize(l, {L.ffn_down}, ws.ffn_act, m, n_ff);
-        count(l, Op::Down, cpu::matmul(*L.ffn_down, ws.ffn_act.data(), m, xq, ws.ffn_out.data()));
+        linear(l, ws.runs, ws.ffn_act.data(), n_ff, {{Op::Down, L.ffn_down, ws.ffn_out.data()}});
         dump_rows(name + "ffn_out", ws.ffn_out, m, d);
         count(l, Op::Residual, cpu::add(ws.x.data(), ws.ffn_out.data(), m * d));
         dump_rows(name + "out", ws.x, m, d);
@@ -153,8 +204,7 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         r++;
     }
     dump_rows("final_norm", ws.out_norm, m_out, d);
-    const cpu::QuantizedRows* xq = quantize(-1, {model.output}, ws.out_norm, m_out, d);
-    count(-1, Op::OutputHead, cpu::matmul(*model.output, ws.out_norm.data(), m_out, xq, ws.logits.data()));
+    linear(-1, ws.out_runs, ws.out_norm.data(), d, {{Op::OutputHead, model.output, ws.logits.data()}});
     dump_rows("logits", ws.logits, m_out, c.n_vocab);
 }
 

@@ -2,6 +2,13 @@
 // rows, each carrying its token, its sequence and its position; every linear layer is then one
 // (rows x d) . W product. Keys and values go to each row's sequence in the paged KVCache and each
 // row attends to its own sequence's positions 0..pos (the causal mask).
+//
+// Batch invariance: the rows split into runs (see RowRun). A stretch of kTiledMinRows or more
+// consecutive positions of one sequence (a prompt chunk) is a tiled run: its matmuls take f32
+// tiles (weights reused across its rows) and its attention the blocked kernel. All other rows
+// (decode rows, short prompts) form row-exact runs: matmuls and attention that compute each row
+// alone. So a row's values depend only on its sequence and on how its prompt was cut into chunks,
+// never on which other sequences share the batch.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -31,6 +38,17 @@ struct Batch {
     void clear() { token.clear(), seq.clear(), pos.clear(), want_logits.clear(); }
 };
 
+// Rows [begin, end) of a batch, computed together: tiled (one prompt chunk) or row-exact.
+struct RowRun {
+    int64_t begin = 0, end = 0;
+    bool tiled = false;
+    int64_t rows() const { return end - begin; }
+};
+// Splits rows with these sequences and positions into runs: each stretch of at least
+// cpu::kTiledMinRows consecutive positions of one sequence is a tiled run; the rows between them
+// (any number) form row-exact runs. Appends to `runs` (cleared first).
+void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, std::vector<RowRun>& runs);
+
 // Activation buffers, named by role, grown to the largest batch seen and then reused.
 // m = rows of the batch, m_out = rows whose logits are wanted.
 struct Workspace {
@@ -50,6 +68,8 @@ struct Workspace {
     cpu::QuantizedRows x_q;       // (m, k) the current matmul input as int16 (fast path)
     std::vector<int64_t> slots;    // (m) KV slot of each row
     std::vector<cpu::AttentionRow> attn_rows;  // (m) what each row may attend to
+    std::vector<RowRun> runs;      // the batch's rows as runs (split_runs)
+    std::vector<RowRun> out_runs;  // the same for the m_out rows that want logits
     int64_t n_logit_rows = 0;      // m_out of the last forward
     int n_vocab = 0;
 

@@ -77,11 +77,15 @@ int64_t Model::n_params() const {
     return n;
 }
 
-bool Model::int_input(std::initializer_list<const TensorView*> weights, int64_t m) const {
+bool Model::int_rows(std::initializer_list<const TensorView*> weights) const {
     if (exact) return false;
     for (const TensorView* w : weights)
-        if (cpu::takes_int_input(w->type, m)) return true;
+        if (cpu::has_int_kernel(w->type)) return true;
     return false;
+}
+
+bool Model::int_input(std::initializer_list<const TensorView*> weights, int64_t m) const {
+    return m < cpu::kTiledMinRows && int_rows(weights);
 }
 
 }  // namespace ridge

@@ -32,8 +32,9 @@ struct Model {
     const TensorView* output = nullptr;       // (n_vocab, d); token_embd itself when tied
     std::vector<LayerWeights> layers;         // (n_layers)
     // How the matmuls multiply. false (the default, fast): a matmul whose weights have an
-    // integer kernel (Q4_0, Q4_1, Q8_0) gets its input rows quantized to 16-bit integers (matmul_int.h)
-    // below cpu::kTiledMinRows rows (decode); longer inputs take f32 tiles (matmul_v5_tiled).
+    // integer kernel (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) gets its input rows quantized to 16-bit integers
+    // (matmul_int.h) for decode rows and short prompts; runs of cpu::kTiledMinRows rows or more of
+    // one prompt take f32 tiles (matmul_v5_tiled).
     // true (--exact): every matmul takes f32 activations, the reference arithmetic.
     bool exact = false;
 
@@ -45,8 +46,10 @@ struct Model {
     // norms and one embedding row.
     double weight_bytes_per_token() const;
     int64_t n_params() const;
-    // Whether forward() quantizes an input of m rows shared by these matmuls to 16-bit integers: on
-    // the fast path, when one of them takes integers for m rows (cpu::takes_int_input).
+    // Whether forward() quantizes an input shared by these matmuls to 16-bit integers: on the fast
+    // path, when one of them has an integer kernel, for a run of rows computed row by row
+    // (int_rows, cpu::matmul_rows), or for m rows of one prompt (int_input: only below kTiledMinRows).
+    bool int_rows(std::initializer_list<const TensorView*> weights) const;
     bool int_input(std::initializer_list<const TensorView*> weights, int64_t m) const;
 };
 

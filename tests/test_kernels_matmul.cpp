@@ -2,6 +2,8 @@
 // seeded random input with odd sizes, plus hand-worked products and the cost formula.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "kernels/cpu/matmul.h"
 #include "kernel_test_util.h"
 #include "weights/error.h"
@@ -99,6 +101,38 @@ TEST_P(MatmulAllTypes, VariantsMatchScalarReference) {
         EXPECT_DOUBLE_EQ(ref_cost.weight_bytes, double(cs.n) * row_bytes(t, cs.k));  // stored format
         EXPECT_DOUBLE_EQ(ref_cost.act_read, 4.0 * cs.m * cs.k);
         EXPECT_DOUBLE_EQ(ref_cost.act_written, 4.0 * cs.m * cs.n);
+    }
+}
+
+// matmul_rows is row-exact: each row of Y is the same, bit for bit, whether it is computed alone,
+// among 12 other rows, or in another order (what makes batched decode repeat a lone sequence's
+// tokens). With f32 input and, where the type has an integer kernel, with 16-bit integer input.
+TEST_P(MatmulAllTypes, RowsAreExactWhateverTheirNeighbours) {
+    const DType t = GetParam();
+    const int64_t k = block_elems(t) == 256 ? 512 : 160, n = 67, m = 13;
+    const test::OwnedWeight W = test::random_weight(t, n, k, 77);
+    const std::vector<float> X = test::random_floats(size_t(m * k), 78);
+    std::vector<float> X_rev(X.size());  // the rows in reverse order
+    for (int64_t i = 0; i < m; i++) std::copy_n(X.data() + i * k, k, X_rev.data() + (m - 1 - i) * k);
+    for (bool integers : {false, true}) {
+        if (integers && !cpu::has_int_kernel(t)) continue;
+        auto run = [&](const float* x, int64_t rows) {
+            cpu::QuantizedRows xq;
+            if (integers) cpu::quantize_rows(x, rows, k, xq);
+            std::vector<float> y(size_t(rows * n));
+            cpu::matmul_rows(W.view, x, rows, integers ? &xq : nullptr, y.data());
+            return y;
+        };
+        const std::vector<float> all = run(X.data(), m), rev = run(X_rev.data(), m);
+        for (int64_t i = 0; i < m; i++) {
+            const std::vector<float> one = run(X.data() + i * k, 1);
+            const std::string where = std::string(dtype_name(t)) + (integers ? " int16" : " f32") + " row " +
+                                      std::to_string(i);
+            for (int64_t j = 0; j < n; j++) {
+                ASSERT_EQ(all[size_t(i * n + j)], one[size_t(j)]) << where << " col " << j << " (13 rows vs alone)";
+                ASSERT_EQ(rev[size_t((m - 1 - i) * n + j)], one[size_t(j)]) << where << " col " << j << " (reversed)";
+            }
+        }
     }
 }
 

@@ -195,33 +195,37 @@ inline void dot_rows(const uint8_t* const* w, const float* x, int64_t k, const f
         }
 }
 
-// Decode (m = 1) of F16 / BF16 / F32 rows: one row at a time with 4 independent accumulators. The
-// hardware prefetcher follows one stream per core better than four interleaved rows: SmolLM2 F16
-// decode, 3 alternating runs each, 44-53 t/s against 43-47 (and 29.5 against 20.3 GB/s streaming a
-// 56 MB F16 matrix that stays in this machine's large L3).
+// F16 / BF16 / F32 rows (no block scale to apply): one weight row at a time, dotted with each of
+// the m rows of X with 4 independent accumulators. The hardware prefetcher follows one stream per
+// core better than four interleaved rows: SmolLM2 F16 decode, 3 alternating runs each, 44-53 t/s
+// against 43-47 (and 29.5 against 20.3 GB/s streaming a 56 MB F16 matrix that stays in this
+// machine's large L3). Each row of X meets the weights in the same order whatever m is.
 template <class Dec>
-void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* x, float* y) {
+void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t m, float* Y) {
     static_assert(!Dec::kScaled && Dec::kBlk == 8);
     const int64_t nb = k / 8;
-#pragma omp parallel for schedule(static) if (double(n) * double(k) >= kParallelMinWork)
+#pragma omp parallel for schedule(static) if (double(m) * double(n) * double(k) >= kParallelMinWork)
     for (int64_t j = 0; j < n; j++) {
         const uint8_t* row = W.row(j);
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-        float d, mn;
-        __m256 q;
-        int64_t b = 0;
-        for (; b + 4 <= nb; b += 4)
-            for (int v = 0; v < 4; v++) {
-                Dec::decode(row, b + v, &q, d, mn);
-                acc[v] = _mm256_fmadd_ps(q, _mm256_loadu_ps(x + 8 * (b + v)), acc[v]);
+        for (int64_t i = 0; i < m; i++) {
+            const float* x = X + i * k;
+            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+            float d, mn;
+            __m256 q;
+            int64_t b = 0;
+            for (; b + 4 <= nb; b += 4)
+                for (int v = 0; v < 4; v++) {
+                    Dec::decode(row, b + v, &q, d, mn);
+                    acc[v] = _mm256_fmadd_ps(q, _mm256_loadu_ps(x + 8 * (b + v)), acc[v]);
+                }
+            for (; b < nb; b++) {
+                Dec::decode(row, b, &q, d, mn);
+                acc[0] = _mm256_fmadd_ps(q, _mm256_loadu_ps(x + 8 * b), acc[0]);
             }
-        for (; b < nb; b++) {
-            Dec::decode(row, b, &q, d, mn);
-            acc[0] = _mm256_fmadd_ps(q, _mm256_loadu_ps(x + 8 * b), acc[0]);
+            float s = simd::hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+            for (int64_t c = nb * 8; c < k; c++) s += Dec::elem(row, c) * x[c];
+            Y[i * n + j] = s;
         }
-        float s = simd::hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-        for (int64_t c = nb * 8; c < k; c++) s += Dec::elem(row, c) * x[c];
-        y[j] = s;
     }
 }
 
@@ -231,7 +235,7 @@ void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* x, fl
 template <class Dec>
 void matmul_v3_typed(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t m, float* Y) {
     if constexpr (!Dec::kScaled) {
-        if (m == 1) return gemv_elements<Dec>(W, k, n, X, Y);
+        return gemv_elements<Dec>(W, k, n, X, m, Y);  // row by row (see above)
     }
     constexpr int kRows = 4, kXRows = 2;
     const int64_t nb = k / Dec::kBlk;
@@ -431,39 +435,34 @@ Cost matmul_v5_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
     return matmul_cost(W, m);
 }
 
-Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y) {
-    if (W.type != DType::F32 && m >= kTiledMinRows && can_dequantize(W.type)) return matmul_v5_tiled(W, X, m, Y);
-    switch (W.type) {
-        case DType::F32:
-            return matmul_v2_eigen(W, X, m, Y);
-        case DType::F16:
-        case DType::BF16:
-        case DType::Q8_0:
-        case DType::Q4_0:
-        case DType::Q4_1:
-            if (v3_types(W.type)) return matmul_v3_simd(W, X, m, Y);
-            return matmul_v1_rows(W, X, m, Y);
-        case DType::Q5_0:
-        case DType::Q5_1:
-        case DType::Q4_K:
-        case DType::Q5_K:
-        case DType::Q6_K:
-            return matmul_v1_rows(W, X, m, Y);
-        default:
-            throw Error("matmul: weight '" + W.name + "' has type " + std::string(dtype_name(W.type)) +
-                        ", which ridge cannot multiply");
-    }
-}
+bool has_int_kernel(DType t) { return int_simd_types(t) || int_k_simd_types(t); }
+bool takes_int_input(DType t, int64_t m) { return has_int_kernel(t) && m < kTiledMinRows; }
 
-bool takes_int_input(DType t, int64_t m) { return (int_simd_types(t) || int_k_simd_types(t)) && m < kTiledMinRows; }
-
-Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {
-    if (Xq != nullptr && takes_int_input(W.type, m)) {
+Cost matmul_rows(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {
+    if (Xq != nullptr && has_int_kernel(W.type)) {
         if (Xq->m != m) throw Error("matmul: weight '" + W.name + "' got integer rows for another batch");
         return int_k_simd_types(W.type) ? matmul_v4_int_k(W, *Xq, Y) : matmul_v4_int(W, *Xq, Y);
     }
-    return matmul(W, X, m, Y);
+    if (v3_types(W.type)) return matmul_v3_simd(W, X, m, Y);
+    if (!can_dequantize(W.type))
+        throw Error("matmul: weight '" + W.name + "' has type " + std::string(dtype_name(W.type)) +
+                    ", which ridge cannot multiply");
+    return matmul_v1_rows(W, X, m, Y);
 }
+
+Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
+    if (W.type == DType::F32) return matmul_v2_eigen(W, X, m, Y);
+    if (!can_dequantize(W.type))
+        throw Error("matmul: weight '" + W.name + "' has type " + std::string(dtype_name(W.type)) +
+                    ", which ridge cannot multiply");
+    return matmul_v5_tiled(W, X, m, Y);
+}
+
+Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {
+    return m < kTiledMinRows ? matmul_rows(W, X, m, Xq, Y) : matmul_tiled(W, X, m, Y);
+}
+
+Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y) { return matmul(W, X, m, nullptr, Y); }
 
 Cost matmul_cost(const TensorView& W, int64_t m, bool int_input) {
     return int_input && takes_int_input(W.type, m) ? matmul_int_cost(W, m) : matmul_cost(W, m);

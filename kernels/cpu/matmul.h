@@ -7,16 +7,18 @@
 //   v3_simd    AVX2 + FMA + F16C (supports() is false without them): Q4_0, Q4_1, Q8_0, F16, BF16
 //              (and F32) blocks decoded in registers straight into f32 FMAs, d applied once per block
 //              (Q4_1: d * sum q x + m * sum x, the block sums of x precomputed per row of X).
-//              OpenMP static over groups of 4 output rows, each x vector feeding all 4; for m > 1
-//              the X rows pass over the group 2 at a time (each decoded block serves both), so W
-//              is read once. f32 throughout: only the summation order differs from v0.
+//              Q4_0 / Q4_1 / Q8_0: OpenMP static over groups of 4 output rows, each x vector feeding
+//              all 4; the X rows pass over the group 2 at a time (each decoded block serves both),
+//              so W is read once. F32 / F16 / BF16 (no block scale): OpenMP over output rows, one
+//              row streamed at a time (it stays in L1 for all m rows of X), 4 accumulators.
+//              f32 throughout: only the summation order differs from v0.
 //   v5_tiled   prefill: OpenMP over tiles of kTileRows weight rows, each dequantized once into an
 //              f32 tile (v3's decoders where they apply) that Eigen's GEMM multiplies by all m rows
 //              of X. Any loadable type; f32 arithmetic as v0.
-// matmul() picks the variant: v2 for F32 weights; for others v5 from kTiledMinRows rows of X on
-// (prefill), below that v3 for Q4_0/Q4_1/Q8_0/F16/BF16 where the CPU has it and v1 otherwise; decode
-// (m = 1) is the same call (matvec). Given X as 16-bit integers too (matmul_int.h), it takes
-// v4_int (Q4_0, Q4_1, Q8_0) or v4_int_k (Q4_K, Q6_K) below kTiledMinRows.
+// matmul() picks the variant: below kTiledMinRows rows of X it takes matmul_rows (the row-exact
+// kernels: v4_int / v4_int_k given X as 16-bit integers (matmul_int.h), else v3 where the CPU has it,
+// else v1); from kTiledMinRows on it takes matmul_tiled (v5, or v2 for F32 weights). Decode (m = 1)
+// is the same call (matvec).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -35,10 +37,21 @@ namespace ridge::cpu {
 Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y);
 
 // The same with X also given quantized to 16-bit integers (Xq, or nullptr): weights with an integer
-// kernel (int_simd_types) take Xq through matmul_v4_int below kTiledMinRows rows, all others X.
+// kernel (has_int_kernel) take Xq through matmul_v4_int / v4_int_k below kTiledMinRows rows, all others X.
 Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y);
 // The cost of that call: matmul_int_cost when Xq is used, matmul_cost otherwise.
 Cost matmul_cost(const TensorView& W, int64_t m, bool int_input);
+
+// The two halves of matmul(), for callers that choose per run of rows (forward() does, so that a
+// batch of sequences computes each one as it would be computed alone):
+//   matmul_rows: row-exact. Each row of Y comes from its own row of X by the same operations,
+//     whatever m is and whichever rows are beside it, bit for bit (tested). v4_int / v4_int_k with
+//     Xq where the type has an integer kernel, else v3 (F32, F16, BF16 row by row; Q4_0, Q4_1,
+//     Q8_0 blocks), else v1. For decode rows and short prompts.
+//   matmul_tiled: v5 (v2 for F32 weights), for m >= kTiledMinRows rows of one prompt; its rounding
+//     depends on m (the GEMM's blocking), so a prompt chunk must be cut the same way to repeat.
+Cost matmul_rows(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y);
+Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y);
 
 // Decode form (m = 1): W (n, k) @ x (k) -> y (n). Same contract and cost with m = 1.
 inline Cost matvec(const TensorView& W, const float* x, float* y) { return matmul(W, x, 1, y); }
@@ -58,7 +71,9 @@ Cost matmul_v5_tiled(const TensorView& W, const float* X, int64_t m, float* Y); 
 inline constexpr int64_t kTileRows = 32;
 inline constexpr int64_t kTiledMinRows = 10;
 
-// Whether matmul() with X in integers uses them for this weight type and m rows.
+// Whether this build has an integer kernel for the type (v4_int or v4_int_k), and whether
+// matmul() given X in integers uses them for this weight type and m rows.
+bool has_int_kernel(DType t);
 bool takes_int_input(DType t, int64_t m);
 
 struct MatmulVariant {
