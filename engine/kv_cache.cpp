@@ -12,7 +12,7 @@ size_t KVCache::bytes_per_token(const Config& c, DType type) {
     return 2 * size_t(c.n_layers) * size_t(c.kv_dim()) * eb;
 }
 
-KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size)
+KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size, int pool_tokens)
     : n_layers_(c.n_layers), kv_dim_(c.kv_dim()), n_ctx_(n_ctx), block_size_(block_size), type_(type) {
     switch (type) {
         case DType::F32: elem_bytes_ = 4; break;
@@ -20,10 +20,11 @@ KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size)
         default:
             throw Error("KV cache: type " + std::string(dtype_name(type)) + " is not supported (use f32 or f16)");
     }
-    if (n_ctx <= 0 || block_size <= 0)
-        throw Error("KV cache: context " + std::to_string(n_ctx) + " and block size " + std::to_string(block_size) +
-                    " must be positive");
-    n_blocks_ = (n_ctx + block_size - 1) / block_size;
+    if (n_ctx <= 0 || block_size <= 0 || pool_tokens < 0)
+        throw Error("KV cache: context " + std::to_string(n_ctx) + ", block size " + std::to_string(block_size) +
+                    " and pool " + std::to_string(pool_tokens) + " must be positive");
+    const int64_t pool = pool_tokens > 0 ? pool_tokens : n_ctx;
+    n_blocks_ = int((pool + block_size - 1) / block_size);
     bytes_ = size_t(n_layers_) * 2 * size_t(n_blocks_) * size_t(block_size_) * size_t(kv_dim_) * elem_bytes_;
     storage_.reset(new uint8_t[bytes_]);  // left uninitialized: every slot is written before it is read
     free_blocks_.reserve(size_t(n_blocks_));

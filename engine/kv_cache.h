@@ -17,8 +17,9 @@ class KVCache {
 public:
     static constexpr int kDefaultBlockSize = 16;
 
-    // Room for n_ctx tokens (rounded up to whole blocks) in total; type F32 or F16.
-    KVCache(const Config& config, int n_ctx, DType type, int block_size = kDefaultBlockSize);
+    // Room for pool_tokens tokens in all (rounded up to whole blocks; 0 means n_ctx), shared by the
+    // sequences, each of which may hold up to n_ctx tokens; type F32 or F16.
+    KVCache(const Config& config, int n_ctx, DType type, int block_size = kDefaultBlockSize, int pool_tokens = 0);
 
     int n_ctx() const { return n_ctx_; }            // most tokens any one sequence may hold
     DType type() const { return type_; }
@@ -37,6 +38,8 @@ public:
     // Forgets the tokens of seq from position n on (keeps its blocks).
     void truncate(int seq, int n);
     int free_tokens() const;  // tokens that could still be appended to a new sequence
+    int n_blocks() const { return n_blocks_; }
+    int free_blocks() const { return int(free_blocks_.size()); }
 
     const std::vector<int32_t>& block_table(int seq) const;  // (ceil(length / block_size))
     int64_t slot(int seq, int pos) const;                     // block_table[pos / B] * B + pos % B
