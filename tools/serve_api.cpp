@@ -1,0 +1,372 @@
+// The pure parts of `ridge serve`: OpenAI request bodies parsed and checked field by field, ChatML
+// prompts, response and chunk bodies, server-sent events and the Prometheus /metrics text.
+#include "tools/serve_api.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "weights/error.h"
+
+namespace ridge::serve {
+
+using json = nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& message) { throw ApiError(400, "invalid_request_error", message); }
+
+// A field's JSON type for messages: "a string", "an array", ...
+std::string type_of(const json& v) {
+    switch (v.type()) {
+        case json::value_t::null: return "null";
+        case json::value_t::object: return "an object";
+        case json::value_t::array: return "an array";
+        case json::value_t::string: return "a string";
+        case json::value_t::boolean: return "a boolean";
+        case json::value_t::number_integer:
+        case json::value_t::number_unsigned: return "an integer";
+        case json::value_t::number_float: return "a number";
+        default: return "a value";
+    }
+}
+
+// The field if present and not null.
+const json* field(const json& body, const char* name) {
+    const auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+double number_field(const json& v, const char* name) {
+    if (!v.is_number()) bad(std::string("'") + name + "' must be a number, not " + type_of(v));
+    const double x = v.get<double>();
+    if (!std::isfinite(x)) bad(std::string("'") + name + "' must be finite");
+    return x;
+}
+
+// An integer field, clamped into int64 (a huge unsigned value reads as INT64_MAX).
+int64_t integer_field(const json& v, const char* name) {
+    if (!v.is_number_integer()) bad(std::string("'") + name + "' must be an integer, not " + type_of(v));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+        return std::numeric_limits<int64_t>::max();
+    return v.get<int64_t>();
+}
+
+bool bool_field(const json& v, const char* name) {
+    if (!v.is_boolean()) bad(std::string("'") + name + "' must be a boolean, not " + type_of(v));
+    return v.get<bool>();
+}
+
+std::string fmt(double x) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return buf;
+}
+
+// "content": a string, or OpenAI's array of content parts of which only {"type": "text"} ones are read.
+std::string message_content(const json& m, size_t i) {
+    const std::string where = "messages[" + std::to_string(i) + "].content";
+    const auto it = m.find("content");
+    if (it == m.end() || it->is_null()) return "";
+    if (it->is_string()) return it->get<std::string>();
+    if (!it->is_array()) bad("'" + where + "' must be a string or an array of content parts, not " + type_of(*it));
+    std::string text;
+    for (size_t p = 0; p < it->size(); ++p) {
+        const json& part = (*it)[p];
+        const std::string pw = where + "[" + std::to_string(p) + "]";
+        if (!part.is_object()) bad("'" + pw + "' must be an object, not " + type_of(part));
+        const auto type = part.find("type");
+        if (type == part.end() || !type->is_string() || *type != "text")
+            bad("'" + pw + "': only content parts of type \"text\" are supported");
+        const auto t = part.find("text");
+        if (t == part.end() || !t->is_string()) bad("'" + pw + ".text' must be a string");
+        text += t->get<std::string>();
+    }
+    return text;
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(std::string_view body, bool chat, const SamplerParams& defaults,
+                                           uint64_t seed) {
+    const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) bad("the request body is not valid JSON");
+    if (!j.is_object()) bad("the request body must be a JSON object, not " + type_of(j));
+
+    CompletionRequest r;
+    r.chat = chat;
+    r.sampling = defaults;
+    r.sampling.seed = seed;
+    if (const json* v = field(j, "model")) {
+        if (!v->is_string()) bad("'model' must be a string, not " + type_of(*v));
+        r.model = v->get<std::string>();
+    }
+
+    if (chat) {
+        const json* msgs = field(j, "messages");
+        if (!msgs) bad("'messages' is required");
+        if (!msgs->is_array()) bad("'messages' must be an array, not " + type_of(*msgs));
+        if (msgs->empty()) bad("'messages' must not be empty");
+        for (size_t i = 0; i < msgs->size(); ++i) {
+            const json& m = (*msgs)[i];
+            if (!m.is_object()) bad("'messages[" + std::to_string(i) + "]' must be an object, not " + type_of(m));
+            const auto role = m.find("role");
+            if (role == m.end() || !role->is_string())
+                bad("'messages[" + std::to_string(i) + "].role' must be a string");
+            std::string rs = role->get<std::string>();
+            if (rs == "developer") rs = "system";
+            if (rs != "system" && rs != "user" && rs != "assistant")
+                bad("'messages[" + std::to_string(i) + "].role' is '" + rs + "': must be system, user or assistant");
+            r.messages.push_back({rs, message_content(m, i)});
+        }
+    } else {
+        const json* p = field(j, "prompt");
+        if (!p) bad("'prompt' is required");
+        if (p->is_array() && p->size() == 1 && (*p)[0].is_string())
+            r.prompt = (*p)[0].get<std::string>();
+        else if (p->is_string())
+            r.prompt = p->get<std::string>();
+        else
+            bad("'prompt' must be a string, not " + type_of(*p));
+    }
+
+    const json* mt = field(j, "max_tokens");
+    if (!mt && chat) mt = field(j, "max_completion_tokens");
+    if (mt) {
+        const int64_t n = integer_field(*mt, "max_tokens");
+        if (n < 1) bad("'max_tokens' is " + std::to_string(n) + ": must be >= 1");
+        r.max_tokens = int(std::min<int64_t>(n, std::numeric_limits<int>::max()));
+    }
+    if (const json* v = field(j, "temperature")) {
+        const double t = number_field(*v, "temperature");
+        if (t < 0) bad("'temperature' is " + fmt(t) + ": must be >= 0");
+        r.sampling.temperature = float(t);
+    }
+    if (const json* v = field(j, "top_p")) {
+        const double p = number_field(*v, "top_p");
+        if (!(p > 0 && p <= 1)) bad("'top_p' is " + fmt(p) + ": must be in (0, 1]");
+        r.sampling.top_p = float(p);
+    }
+    if (const json* v = field(j, "min_p")) {
+        const double p = number_field(*v, "min_p");
+        if (!(p >= 0 && p <= 1)) bad("'min_p' is " + fmt(p) + ": must be in [0, 1]");
+        r.sampling.min_p = float(p);
+    }
+    if (const json* v = field(j, "top_k")) {
+        const int64_t k = integer_field(*v, "top_k");
+        if (k < 0) bad("'top_k' is " + std::to_string(k) + ": must be >= 0 (0 turns it off)");
+        r.sampling.top_k = int(std::min<int64_t>(k, std::numeric_limits<int>::max()));
+    }
+    if (const json* v = field(j, "repeat_penalty")) {
+        const double p = number_field(*v, "repeat_penalty");
+        if (!(p > 0) || p > 1e6) bad("'repeat_penalty' is " + fmt(p) + ": must be > 0 (1 turns it off)");
+        r.sampling.repeat_penalty = float(p);
+    }
+    if (const json* v = field(j, "seed")) {
+        const int64_t s = integer_field(*v, "seed");
+        if (s >= 0) r.sampling.seed = uint64_t(s);
+    }
+    if (const json* v = field(j, "stream")) r.stream = bool_field(*v, "stream");
+    if (const json* v = field(j, "stream_options")) {
+        if (!v->is_object()) bad("'stream_options' must be an object, not " + type_of(*v));
+        if (const json* u = field(*v, "include_usage")) r.include_usage = bool_field(*u, "stream_options.include_usage");
+    }
+    if (const json* v = field(j, "n")) {
+        const int64_t n = integer_field(*v, "n");
+        if (n != 1) bad("'n' is " + std::to_string(n) + ": only one choice per request is supported");
+    }
+    if (field(j, "stop")) bad("'stop' sequences are not supported");
+    if (const json* v = field(j, "logprobs")) {
+        if (!(v->is_boolean() && !v->get<bool>())) bad("'logprobs' are not supported");
+    }
+    try {
+        validate(r.sampling);  // the engine's own checks, in case they are stricter than the ones above
+    } catch (const Error& e) {
+        bad(e.what());
+    }
+    return r;
+}
+
+std::string default_system_message(const std::string& tmpl) {
+    const std::string cond = "messages[0]['role'] != 'system'";
+    const std::string open = "<|im_start|>system\n";
+    const size_t at = tmpl.find(cond);
+    if (at == std::string::npos) return {};
+    const size_t start = tmpl.find(open, at);
+    if (start == std::string::npos) return {};
+    const size_t end = tmpl.find("<|im_end|>", start);
+    if (end == std::string::npos) return {};
+    return tmpl.substr(start + open.size(), end - start - open.size());
+}
+
+std::string chatml_prompt(const std::vector<ChatMessage>& messages, const std::string& default_system) {
+    std::string text;
+    if (!default_system.empty() && (messages.empty() || messages[0].role != "system"))
+        text += "<|im_start|>system\n" + default_system + "<|im_end|>\n";
+    for (const ChatMessage& m : messages) text += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    return text + "<|im_start|>assistant\n";
+}
+
+json error_json(const std::string& message, const std::string& type, int status) {
+    return {{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}};
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+std::vector<std::string> SseParser::feed(std::string_view bytes) {
+    std::vector<std::string> events;
+    buffer_.append(bytes);
+    size_t start = 0;
+    for (size_t nl; (nl = buffer_.find('\n', start)) != std::string::npos; start = nl + 1) {
+        std::string_view line(buffer_.data() + start, nl - start);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (line.empty()) {  // the end of an event
+            if (has_data_) events.push_back(data_);
+            data_.clear();
+            has_data_ = false;
+        } else if (line.substr(0, 5) == "data:") {
+            line.remove_prefix(5);
+            if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+            if (has_data_) data_ += '\n';
+            data_.append(line);
+            has_data_ = true;
+        }
+    }
+    buffer_.erase(0, start);
+    return events;
+}
+
+const char* openai_finish_reason(FinishReason r) {
+    switch (r) {
+        case FinishReason::Stop: return "stop";
+        case FinishReason::Length:
+        case FinishReason::ContextFull: return "length";
+        case FinishReason::Cancelled: return "cancelled";
+    }
+    return "length";
+}
+
+json usage_json(int prompt_tokens, int completion_tokens) {
+    return {{"prompt_tokens", prompt_tokens},
+            {"completion_tokens", completion_tokens},
+            {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+json completion_response(const ResponseInfo& info, const std::string& text, FinishReason reason, int prompt_tokens,
+                         int completion_tokens) {
+    json choice;
+    if (info.chat)
+        choice = {{"index", 0},
+                  {"message", {{"role", "assistant"}, {"content", text}}},
+                  {"logprobs", nullptr},
+                  {"finish_reason", openai_finish_reason(reason)}};
+    else
+        choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(reason)}};
+    return {{"id", info.id},
+            {"object", info.chat ? "chat.completion" : "text_completion"},
+            {"created", info.created},
+            {"model", info.model},
+            {"choices", json::array({choice})},
+            {"usage", usage_json(prompt_tokens, completion_tokens)}};
+}
+
+json completion_chunk(const ResponseInfo& info, const std::string& text, std::optional<FinishReason> reason,
+                      bool first) {
+    json choice = {{"index", 0}, {"logprobs", nullptr}};
+    if (info.chat) {
+        json delta = json::object();
+        if (first) delta["role"] = "assistant";
+        if (first || !text.empty()) delta["content"] = text;
+        choice["delta"] = delta;
+    } else {
+        choice["text"] = text;
+    }
+    choice["finish_reason"] = reason ? json(openai_finish_reason(*reason)) : json(nullptr);
+    return {{"id", info.id},
+            {"object", info.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", info.created},
+            {"model", info.model},
+            {"choices", json::array({choice})}};
+}
+
+json usage_chunk(const ResponseInfo& info, int prompt_tokens, int completion_tokens) {
+    return {{"id", info.id},
+            {"object", info.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", info.created},
+            {"model", info.model},
+            {"choices", json::array()},
+            {"usage", usage_json(prompt_tokens, completion_tokens)}};
+}
+
+json models_json(const std::string& model, int64_t created, int n_ctx) {
+    return {{"object", "list"},
+            {"data", json::array({{{"id", model},
+                                   {"object", "model"},
+                                   {"created", created},
+                                   {"owned_by", "ridge"},
+                                   {"meta", {{"n_ctx", n_ctx}}}}})}};
+}
+
+namespace {
+
+void metric(std::string& out, const char* name, const char* type, const char* help, double value) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%.17g", value);
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + buf + "\n";
+}
+
+}  // namespace
+
+std::string metrics_text(const MetricsInput& m) {
+    const SchedulerStats& s = m.stats;
+    std::string out;
+    metric(out, "ridge_requests_running", "gauge", "Requests admitted to the batch (prefilling or decoding).",
+           s.running);
+    metric(out, "ridge_requests_waiting", "gauge", "Requests queued, waiting for a batch slot or KV blocks.",
+           s.waiting);
+    metric(out, "ridge_requests_submitted_total", "counter", "Requests given to the scheduler.",
+           double(s.requests_submitted));
+    metric(out, "ridge_requests_finished_total", "counter", "Requests ended, for any reason (cancelled ones too).",
+           double(s.requests_finished));
+    metric(out, "ridge_http_requests_total", "counter", "Completion requests accepted by the HTTP server.",
+           double(m.http_requests));
+    metric(out, "ridge_http_errors_total", "counter", "Requests answered with an error status.",
+           double(m.http_errors));
+    metric(out, "ridge_prompt_tokens_total", "counter", "Prompt tokens prefilled.", double(s.tokens_prefilled));
+    metric(out, "ridge_tokens_generated_total", "counter", "Tokens generated.", double(s.tokens_generated));
+    metric(out, "ridge_steps_total", "counter", "Forward passes (scheduler steps).", double(s.steps));
+    metric(out, "ridge_decode_steps_total", "counter", "Steps holding only decode rows.", double(s.decode_steps));
+    metric(out, "ridge_decode_seconds_total", "counter", "Wall time of the decode-only steps.", s.decode_step_seconds);
+    metric(out, "ridge_prefill_seconds_total", "counter", "Wall time of the steps with prompt rows.",
+           s.prefill_step_seconds);
+    metric(out, "ridge_decode_tokens_per_second", "gauge",
+           "Tokens per second of the decode-only steps since the server started (all sequences together).",
+           s.decode_tokens_per_second());
+    metric(out, "ridge_batch_size_last", "gauge", "Sequences in the last forward pass.", s.last_step_sequences);
+    metric(out, "ridge_batch_rows_last", "gauge", "Rows (tokens) in the last forward pass.", s.last_step_rows);
+    metric(out, "ridge_batch_size_max", "gauge", "Most sequences running at once (--max-batch).", m.max_batch);
+    metric(out, "ridge_kv_blocks_used", "gauge", "KV cache blocks holding tokens.", s.kv_blocks_used);
+    metric(out, "ridge_kv_blocks_reserved", "gauge", "KV cache blocks promised to running requests (>= used).",
+           s.kv_blocks_reserved);
+    metric(out, "ridge_kv_blocks_total", "gauge", "KV cache blocks in the pool.", s.kv_blocks_total);
+    const double decode_gbs = s.decode_gbs();
+    metric(out, "ridge_decode_gbs", "gauge",
+           "Bytes the decode-only steps streamed from memory (weights + KV cache) per second, GB/s.", decode_gbs);
+    if (m.bandwidth_gbs > 0) {
+        metric(out, "ridge_bandwidth_ceiling_gbs", "gauge", "Read bandwidth measured by `ridge probe`, GB/s.",
+               m.bandwidth_gbs);
+        metric(out, "ridge_decode_percent_of_bound", "gauge",
+               "Decode's speed as a percentage of its bandwidth bound: ridge_decode_gbs / "
+               "ridge_bandwidth_ceiling_gbs * 100.",
+               100.0 * decode_gbs / m.bandwidth_gbs);
+    } else {
+        out += "# ridge_decode_percent_of_bound omitted: " +
+               (m.no_bound_reason.empty() ? std::string("no ceilings available") : m.no_bound_reason) + "\n";
+    }
+    return out;
+}
+
+}  // namespace ridge::serve

@@ -1,0 +1,130 @@
+// The pure parts of `ridge serve`'s OpenAI-compatible HTTP API: request bodies parsed and checked
+// into plain structs (ApiError, a 4xx status with an OpenAI-style error type, for anything wrong),
+// ChatML prompts built from chat messages, response bodies, server-sent-event chunks and the
+// Prometheus /metrics text. No sockets and no threads here: tests/test_cli_serve_parse.cpp tests them.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+
+namespace ridge::serve {
+
+// A request the server refuses: HTTP status (400, 404, 413, 503, ...), OpenAI's error type
+// ("invalid_request_error", "not_found_error", ...) and a one-line message naming the field.
+struct ApiError : std::runtime_error {
+    ApiError(int status, std::string type, const std::string& message)
+        : std::runtime_error(message), status(status), type(std::move(type)) {}
+    int status;
+    std::string type;
+};
+
+struct ChatMessage {
+    std::string role;     // "system", "user" or "assistant" ("developer" is read as "system")
+    std::string content;  // a string, or the text parts of an array of content parts, joined
+};
+
+// One POST /v1/completions or /v1/chat/completions body.
+struct CompletionRequest {
+    bool chat = false;
+    std::string prompt;                 // /v1/completions: "prompt" (a string, or an array of one string)
+    std::vector<ChatMessage> messages;  // /v1/chat/completions: "messages", not empty
+    std::optional<int> max_tokens;      // "max_tokens" (chat: or "max_completion_tokens"), >= 1; absent: the default
+    SamplerParams sampling;             // the server's defaults, overridden by the body's fields
+    bool stream = false;                // "stream"
+    bool include_usage = false;         // "stream_options": {"include_usage": true}: a last chunk with usage
+    std::string model;                  // "model", echoed back (the server has one model)
+};
+
+// Parses and checks a body: JSON syntax, every known field's type and range (temperature >= 0,
+// top_p in (0, 1], min_p in [0, 1], top_k >= 0, repeat_penalty > 0, max_tokens >= 1, n == 1,
+// no "stop"). `defaults` are the server's sampling options; `seed` is used when the body gives
+// none (or a negative one). Unknown fields are ignored, as OpenAI clients send many.
+// ApiError 400 for anything wrong.
+CompletionRequest parse_completion_request(std::string_view body, bool chat, const SamplerParams& defaults,
+                                           uint64_t seed);
+
+// The system message a ChatML chat template inserts when the conversation has none (SmolLM2's:
+// "{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n...<|im_end|>"),
+// or "" when the template has no such branch. (`ridge chat` reads the template the same way.)
+std::string default_system_message(const std::string& chat_template);
+
+// The ChatML text of a conversation followed by the opening of the assistant's turn, as the
+// model's template renders it: the default system message first when the messages begin with
+// none, then "<|im_start|>ROLE\nCONTENT<|im_end|>\n" each, then "<|im_start|>assistant\n".
+std::string chatml_prompt(const std::vector<ChatMessage>& messages, const std::string& default_system);
+
+// {"error": {"message": ..., "type": ..., "code": status}}
+nlohmann::json error_json(const std::string& message, const std::string& type, int status);
+
+// JSON text that never throws: invalid UTF-8 in strings becomes U+FFFD.
+std::string dump(const nlohmann::json& j);
+
+// One server-sent event carrying JSON: "data: {...}\n\n"; the stream ends with kSseDone.
+std::string sse_event(const nlohmann::json& j);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+// The client side of server-sent events: feed() the bytes as they arrive, get back the payload of
+// every complete event's "data:" lines (joined by "\n"), in order. Comments and other fields are
+// skipped; "\r\n" line ends are accepted.
+class SseParser {
+public:
+    std::vector<std::string> feed(std::string_view bytes);
+
+private:
+    std::string buffer_;  // bytes after the last complete line
+    std::string data_;    // the data lines of the event being read
+    bool has_data_ = false;
+};
+
+// OpenAI's finish_reason: "length" for max_tokens or the end of the context, "stop" for an
+// end-of-generation token; cancelled requests never get a response.
+const char* openai_finish_reason(FinishReason r);
+
+// What every response and chunk of one request shares.
+struct ResponseInfo {
+    std::string id;        // "cmpl-7", "chatcmpl-7"
+    int64_t created = 0;   // Unix seconds
+    std::string model;     // the served model's name
+    bool chat = false;
+};
+
+nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
+// The whole non-streaming response: text_completion or chat.completion, with usage.
+nlohmann::json completion_response(const ResponseInfo& info, const std::string& text, FinishReason reason,
+                                   int prompt_tokens, int completion_tokens);
+// A streaming chunk: text_completion with "text", or chat.completion.chunk with a "delta"
+// ({"role": "assistant"} first, then {"content": ...}, {} with the finish_reason last).
+// `reason` set: the last chunk (finish_reason), otherwise finish_reason is null.
+nlohmann::json completion_chunk(const ResponseInfo& info, const std::string& text, std::optional<FinishReason> reason,
+                                bool first = false);
+// The usage chunk sent before [DONE] when stream_options.include_usage: "choices": [].
+nlohmann::json usage_chunk(const ResponseInfo& info, int prompt_tokens, int completion_tokens);
+
+// GET /v1/models: one model.
+nlohmann::json models_json(const std::string& model, int64_t created, int n_ctx);
+
+// What /metrics reports.
+struct MetricsInput {
+    SchedulerStats stats;
+    int max_batch = 0;
+    int64_t http_requests = 0;          // completions requests accepted (submitted to the scheduler)
+    int64_t http_errors = 0;            // requests answered with a 4xx/5xx error
+    double bandwidth_gbs = 0;           // the probe's read bandwidth for the server's thread count; 0: none
+    std::string no_bound_reason;        // why there is no bandwidth (a comment in the text) when 0
+};
+// Prometheus text exposition format (version 0.0.4): # HELP / # TYPE lines, one sample each.
+// ridge_decode_percent_of_bound is the bytes the decode-only steps stream per second (weights +
+// KV cache, from the counters) as a share of the probe's read bandwidth: decode is memory-bound
+// (each step reads every weight once, whatever its batch), so its bound is tokens/s = bandwidth /
+// bytes per step * batch. It is left out, with a comment saying why, when no ceilings are available.
+std::string metrics_text(const MetricsInput& m);
+
+}  // namespace ridge::serve
