@@ -1,0 +1,572 @@
+// `ridge serve`: an OpenAI-compatible HTTP server (cpp-httplib) over the continuous-batching
+// Scheduler. HTTP handlers run on httplib's thread pool: they parse, tokenize, submit and then wait
+// on a per-request Channel; one engine thread loops wait_for_work() / step(), and the scheduler's
+// callbacks (on that thread) only push into the Channel. SIGINT/SIGTERM shut it down cleanly.
+#include <omp.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+
+#include "engine/ceilings.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/commands.h"
+#include "tools/model_args.h"
+#include "tools/serve_api.h"
+#include "weights/error.h"
+#include "weights/model_file.h"
+
+namespace ridge::cli {
+
+namespace {
+
+using json = nlohmann::json;
+using serve::ApiError;
+
+struct ServeOptions {
+    ModelArgs model;
+    std::string host = "127.0.0.1";
+    int port = 8080;             // 0: any free port (the one chosen is printed)
+    int max_batch = 8;           // most sequences decoding together
+    int n_ctx = 0;               // most tokens per sequence; 0 = min(model context, 2048)
+    bool n_ctx_set = false;
+    int kv_tokens = 0;           // KV pool, shared by all sequences; 0 = n_ctx * max_batch
+    std::string kv_type = "f32";
+    int threads = 0;             // OpenMP threads of the engine thread; 0 = OpenMP's default
+    bool threads_set = false;
+    int http_threads = 64;       // httplib's pool: each open request holds one
+    int n_predict = 256;         // max_tokens when a request gives none; -1 = until the end or the context
+    std::string alias;           // the model's name in the API (default: the file name without .gguf)
+    bool probe = true;           // measure the ceilings at start when none are saved (as bench does)
+    SamplerParams sp;            // defaults for requests' sampling fields
+};
+
+// One request's hand-off from the engine thread (producer) to its HTTP handler (consumer).
+struct Channel {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<int32_t> tokens;          // generated, not yet taken by the handler
+    bool done = false;
+    FinishReason reason = FinishReason::Length;
+    int n_generated = 0;
+    std::atomic<bool> abandoned{false};  // the handler is gone: on_token returns false
+
+    // Waits up to `timeout` for tokens or the end; moves the tokens into `out`. True when done.
+    bool take(std::vector<int32_t>& out, std::chrono::milliseconds timeout) {
+        std::unique_lock lk(mu);
+        cv.wait_for(lk, timeout, [&] { return done || !tokens.empty(); });
+        out.assign(tokens.begin(), tokens.end());
+        tokens.clear();
+        return done;
+    }
+};
+
+// Everything the handlers share.
+struct Server {
+    ServeOptions opt;
+    std::unique_ptr<ModelFile> file;
+    Model model;
+    std::unique_ptr<Tokenizer> tok;
+    std::unique_ptr<Scheduler> sched;
+    int n_ctx = 0;
+    std::string model_name;
+    int64_t started = 0;             // Unix seconds
+    bool chatml = false;             // the vocabulary has <|im_start|> / <|im_end|>
+    std::string default_system;      // the chat template's default system message
+    double bandwidth_gbs = 0;        // for ridge_decode_percent_of_bound
+    std::string no_bound_reason;
+
+    std::atomic<int64_t> next_id{1};
+    std::atomic<int64_t> http_requests{0};
+    std::atomic<int64_t> http_errors{0};
+    std::atomic<bool> engine_failed{false};
+
+    std::mutex active_mu;            // guards active, shutting_down
+    std::set<int64_t> active;        // scheduler ids of requests still open
+    bool shutting_down = false;
+
+    // Submits unless shutting down (then ApiError 503), and registers the id for shutdown's cancel.
+    int64_t submit(RequestParams p, RequestCallbacks cb) {
+        std::lock_guard lk(active_mu);
+        if (shutting_down) throw ApiError(503, "server_error", "the server is shutting down");
+        int64_t id;
+        try {
+            id = sched->submit(std::move(p), std::move(cb));
+        } catch (const Error& e) {
+            throw ApiError(400, "invalid_request_error", e.what());
+        }
+        active.insert(id);
+        return id;
+    }
+    void release(int64_t id) {
+        std::lock_guard lk(active_mu);
+        active.erase(id);
+    }
+    // Cancels every open request and refuses new ones.
+    void begin_shutdown() {
+        std::vector<int64_t> ids;
+        {
+            std::lock_guard lk(active_mu);
+            shutting_down = true;
+            ids.assign(active.begin(), active.end());
+        }
+        for (int64_t id : ids) sched->cancel(id);  // outside the lock: cancel may call on_done here
+    }
+};
+
+void send_json(httplib::Response& res, int status, const json& j) {
+    res.status = status;
+    res.set_content(serve::dump(j) + "\n", "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+    send_json(res, e.status, serve::error_json(e.what(), e.type, e.status));
+}
+
+// A checked request turned into the scheduler's terms.
+struct Prepared {
+    serve::CompletionRequest req;
+    std::vector<int32_t> ids;   // the prompt's tokens
+    int max_new = 0;
+};
+
+Prepared prepare(Server& S, const std::string& body, bool chat) {
+    Prepared P;
+    const uint64_t seed = uint64_t(std::chrono::system_clock::now().time_since_epoch().count()) + S.next_id.load();
+    P.req = serve::parse_completion_request(body, chat, S.opt.sp, seed);
+    std::string text = P.req.prompt;
+    if (chat) {
+        if (!S.chatml)
+            throw ApiError(400, "invalid_request_error",
+                           "this model has no ChatML chat template (<|im_start|>/<|im_end|>): use /v1/completions");
+        text = serve::chatml_prompt(P.req.messages, S.default_system);
+    }
+    try {
+        P.ids = S.tok->encode(text, S.tok->add_bos_default(), /*parse_special=*/true);
+    } catch (const Error& e) {
+        throw ApiError(400, "invalid_request_error", std::string("prompt: ") + e.what());
+    }
+    if (P.ids.empty()) {  // an empty prompt starts from BOS alone, as `ridge generate` does
+        if (S.tok->bos_id() < 0) throw ApiError(400, "invalid_request_error", "the prompt is empty");
+        P.ids.push_back(S.tok->bos_id());
+    }
+    const int n_prompt = int(P.ids.size());
+    if (n_prompt >= S.n_ctx)
+        throw ApiError(400, "invalid_request_error",
+                       "the prompt is " + std::to_string(n_prompt) + " tokens, too long for the context of " +
+                           std::to_string(S.n_ctx) + " tokens (at most " + std::to_string(S.n_ctx - 1) +
+                           " leave room to generate)");
+    if (P.req.max_tokens) {
+        if (int64_t(n_prompt) + *P.req.max_tokens > S.n_ctx)
+            throw ApiError(400, "invalid_request_error",
+                           "the prompt (" + std::to_string(n_prompt) + " tokens) plus max_tokens " +
+                               std::to_string(*P.req.max_tokens) + " pass the context of " + std::to_string(S.n_ctx) +
+                               " tokens");
+        P.max_new = *P.req.max_tokens;
+    } else {
+        const int room = S.n_ctx - n_prompt;
+        P.max_new = S.opt.n_predict < 0 ? room : std::min(S.opt.n_predict, room);
+    }
+    return P;
+}
+
+serve::ResponseInfo response_info(Server& S, bool chat) {
+    serve::ResponseInfo info;
+    info.chat = chat;
+    info.id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(S.next_id++);
+    info.created = int64_t(std::time(nullptr));
+    info.model = S.model_name;
+    return info;
+}
+
+RequestCallbacks callbacks_for(const std::shared_ptr<Channel>& ch) {
+    RequestCallbacks cb;
+    cb.on_token = [ch](int32_t token) {
+        if (ch->abandoned.load()) return false;
+        {
+            std::lock_guard lk(ch->mu);
+            ch->tokens.push_back(token);
+        }
+        ch->cv.notify_one();
+        return true;
+    };
+    cb.on_done = [ch](FinishReason reason, int n_generated) {
+        {
+            std::lock_guard lk(ch->mu);
+            ch->done = true;
+            ch->reason = reason;
+            ch->n_generated = n_generated;
+        }
+        ch->cv.notify_one();
+    };
+    return cb;
+}
+
+// POST /v1/completions and /v1/chat/completions.
+void handle_completion(Server& S, const httplib::Request& http_req, httplib::Response& res, bool chat) {
+    Prepared P = prepare(S, http_req.body, chat);
+    const serve::ResponseInfo info = response_info(S, chat);
+    auto ch = std::make_shared<Channel>();
+    RequestParams params;
+    params.prompt = P.ids;
+    params.sampling = P.req.sampling;
+    params.max_new = P.max_new;
+    const int n_prompt = int(P.ids.size());
+    const int64_t id = S.submit(std::move(params), callbacks_for(ch));
+    S.http_requests++;
+
+    // The decoder sees the prompt first, so the first piece gets the right leading space.
+    auto decoder = std::make_shared<StreamDecoder>(*S.tok);
+    for (int32_t t : P.ids) decoder->push(t);
+
+    if (!P.req.stream) {
+        std::string text;
+        std::vector<int32_t> got;
+        bool done = false;
+        while (!done) {
+            done = ch->take(got, std::chrono::milliseconds(200));
+            for (int32_t t : got) text += decoder->push(t);
+            if (!done && S.engine_failed) throw ApiError(500, "server_error", "the engine stopped");
+        }
+        text += decoder->flush();
+        S.release(id);
+        if (ch->reason == FinishReason::Cancelled)
+            throw ApiError(503, "server_error", "the request was cancelled: the server is shutting down");
+        send_json(res, 200, serve::completion_response(info, text, ch->reason, n_prompt, ch->n_generated));
+        return;
+    }
+
+    // Streaming: one chunk per batch of tokens that arrived together, then the finish chunk,
+    // usage (if asked), [DONE]. A failed write (the client left) cancels the request at once.
+    struct StreamState {
+        bool first = true;
+        bool finished = false;
+    };
+    auto st = std::make_shared<StreamState>();
+    Server* sp = &S;
+    const bool include_usage = P.req.include_usage;
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [sp, ch, st, decoder, info, id, n_prompt, include_usage](size_t, httplib::DataSink& sink) {
+            auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+            if (st->first && info.chat) {
+                st->first = false;
+                if (!write(serve::sse_event(serve::completion_chunk(info, "", std::nullopt, /*first=*/true))))
+                    return false;
+            }
+            std::vector<int32_t> got;
+            const bool done = ch->take(got, std::chrono::milliseconds(200));
+            std::string text;
+            for (int32_t t : got) text += decoder->push(t);
+            if (done) text += decoder->flush();
+            if (!text.empty() && !write(serve::sse_event(serve::completion_chunk(info, text, std::nullopt))))
+                return false;
+            if (!done) return sink.is_writable() && !sp->engine_failed;
+            st->finished = true;
+            sp->release(id);
+            if (ch->reason == FinishReason::Cancelled) {
+                write(serve::sse_event(serve::error_json("the request was cancelled: the server is shutting down",
+                                                         "server_error", 503)));
+            } else {
+                write(serve::sse_event(serve::completion_chunk(info, "", ch->reason)));
+                if (include_usage) write(serve::sse_event(serve::usage_chunk(info, n_prompt, ch->n_generated)));
+            }
+            write(std::string(serve::kSseDone));
+            sink.done();
+            return true;
+        },
+        // Called when the response ends, written or not: a stream that did not finish (the client
+        // disconnected, or the server is stopping) frees its sequence now.
+        [sp, ch, st, id](bool) {
+            if (st->finished) return;
+            ch->abandoned = true;
+            sp->sched->cancel(id);
+            sp->release(id);
+        });
+}
+
+void handle_metrics(Server& S, httplib::Response& res) {
+    serve::MetricsInput m;
+    m.stats = S.sched->stats();
+    m.max_batch = S.opt.max_batch;
+    m.http_requests = S.http_requests.load();
+    m.http_errors = S.http_errors.load();
+    m.bandwidth_gbs = S.bandwidth_gbs;
+    m.no_bound_reason = S.no_bound_reason;
+    res.status = 200;
+    res.set_content(serve::metrics_text(m), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+// The ceilings for ridge_decode_percent_of_bound: saved ones, or measured now as `ridge bench`
+// does (unless --no-probe). On failure the metric is left out, with the reason in /metrics.
+void find_ceilings(Server& S, int threads) {
+    const std::string path = default_ceilings_path(threads);
+    try {
+        std::optional<Ceilings> c = load_ceilings(path);
+        if ((!c || c->threads != threads) && S.opt.probe) {
+            std::fprintf(stderr, "ridge: no ceilings saved for %d threads (%s): measuring them now, as `ridge probe` does\n",
+                         threads, path.c_str());
+            c = ceilings_for(threads);
+        }
+        if (c && c->threads == threads && c->bandwidth_gbs > 0) {
+            S.bandwidth_gbs = c->bandwidth_gbs;
+            return;
+        }
+        S.no_bound_reason = "no ceilings saved for " + std::to_string(threads) + " threads in " + path +
+                            " (run `ridge probe -t " + std::to_string(threads) + "`)";
+    } catch (const Error& e) {
+        S.no_bound_reason = std::string("ceilings unavailable: ") + e.what();
+    }
+}
+
+std::string model_name_of(const ServeOptions& o) {
+    if (!o.alias.empty()) return o.alias;
+    if (!o.model.synthetic.empty()) return "synthetic-" + o.model.synthetic + "-" + o.model.synthetic_type;
+    std::filesystem::path p(o.model.path);
+    return p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
+}
+
+void check_options(ServeOptions& o) {
+    if (o.threads_set && o.threads <= 0) throw Error("-t/--threads " + std::to_string(o.threads) + " must be >= 1");
+    if (o.n_ctx_set && o.n_ctx <= 1) throw Error("-c/--ctx-size " + std::to_string(o.n_ctx) + " must be >= 2");
+    if (o.kv_type != "f32" && o.kv_type != "f16") throw Error("--kv-type '" + o.kv_type + "' must be f32 or f16");
+    if (o.max_batch < 1) throw Error("--max-batch " + std::to_string(o.max_batch) + " must be >= 1");
+    if (o.kv_tokens < 0) throw Error("--kv-tokens " + std::to_string(o.kv_tokens) + " must be >= 0");
+    if (o.port < 0 || o.port > 65535) throw Error("--port " + std::to_string(o.port) + " must be in 0..65535");
+    if (o.http_threads < 1) throw Error("--http-threads " + std::to_string(o.http_threads) + " must be >= 1");
+    if (o.n_predict < -1 || o.n_predict == 0)
+        throw Error("-n/--n-predict " + std::to_string(o.n_predict) + " must be >= 1 (or -1: until the context is full)");
+    validate(o.sp);
+}
+
+void run_serve(ServeOptions& o) {
+    check_options(o);
+    // Signals: SIGINT/SIGTERM are taken by one thread with sigtimedwait, so every thread started
+    // from here on (OpenMP's, httplib's, the engine's) inherits them blocked. A client that hangs
+    // up must not kill the server with SIGPIPE.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    Server S;
+    S.opt = o;
+    S.file = o.model.open();
+    S.model = Model::from_file(*S.file);
+    S.model.exact = o.model.exact;
+    const Config& c = S.model.config;
+    S.tok = o.model.open_tokenizer(*S.file);
+    if (S.tok->n_vocab() != c.n_vocab)
+        throw Error("tokenizer has " + std::to_string(S.tok->n_vocab()) + " tokens but the model's vocabulary is " +
+                    std::to_string(c.n_vocab));
+    const int model_max = c.n_ctx_train > 0 ? c.n_ctx_train : 4096;
+    if (o.n_ctx_set && o.n_ctx > model_max)
+        throw Error("-c/--ctx-size " + std::to_string(o.n_ctx) + " is past the model's context of " +
+                    std::to_string(model_max));
+    S.n_ctx = o.n_ctx_set ? o.n_ctx : std::min(model_max, 2048);
+    if (o.kv_tokens > 0 && o.kv_tokens < S.n_ctx)
+        throw Error("--kv-tokens " + std::to_string(o.kv_tokens) + " is less than the context of " +
+                    std::to_string(S.n_ctx) + " (-c): one full sequence must fit");
+    S.chatml = S.tok->find_token("<|im_start|>") && S.tok->find_token("<|im_end|>");
+    const std::string tmpl = S.tok->chat_template();
+    if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos) S.chatml = false;
+    S.default_system = serve::default_system_message(tmpl);
+    S.model_name = model_name_of(o);
+    S.started = int64_t(std::time(nullptr));
+
+    SchedulerOptions so;
+    so.n_ctx = S.n_ctx;
+    so.kv_tokens = o.kv_tokens;
+    so.kv_type = o.kv_type == "f16" ? DType::F16 : DType::F32;
+    so.max_batch = o.max_batch;
+    S.sched = std::make_unique<Scheduler>(S.model, S.tok.get(), so);
+
+    httplib::Server http;
+    const int pool = o.http_threads;
+    http.new_task_queue = [pool] { return new httplib::ThreadPool(size_t(pool)); };
+    http.set_keep_alive_timeout(2);
+    http.set_payload_max_length(size_t(16) << 20);
+    http.set_read_timeout(30);
+    // httplib's default also sets SO_REUSEPORT, which would let a second server share the port
+    // silently; SO_REUSEADDR alone still allows a quick restart.
+    http.set_socket_options([](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    http.set_write_timeout(30);
+
+    auto guarded = [](auto&& body) {
+        return [body](const httplib::Request& req, httplib::Response& res) {
+            try {
+                body(req, res);
+            } catch (const ApiError& e) {
+                send_error(res, e);
+            }
+        };
+    };
+    http.Post("/v1/completions", guarded([&S](const httplib::Request& req, httplib::Response& res) {
+                  handle_completion(S, req, res, /*chat=*/false);
+              }));
+    http.Post("/v1/chat/completions", guarded([&S](const httplib::Request& req, httplib::Response& res) {
+                  handle_completion(S, req, res, /*chat=*/true);
+              }));
+    http.Get("/v1/models", [&S](const httplib::Request&, httplib::Response& res) {
+        send_json(res, 200, serve::models_json(S.model_name, S.started, S.n_ctx));
+    });
+    http.Get("/health", [&S](const httplib::Request&, httplib::Response& res) {
+        if (S.engine_failed) {
+            send_json(res, 500, {{"status", "error"}});
+            return;
+        }
+        const SchedulerStats st = S.sched->stats();
+        send_json(res, 200, {{"status", "ok"}, {"requests_running", st.running}, {"requests_waiting", st.waiting}});
+    });
+    http.Get("/metrics", [&S](const httplib::Request&, httplib::Response& res) { handle_metrics(S, res); });
+    // Every error status gets a JSON body: unknown routes (404), methods, httplib's own refusals.
+    http.set_error_handler(httplib::Server::HandlerWithResponse([&S](const httplib::Request& req, httplib::Response& res) {
+        S.http_errors++;
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string type = "invalid_request_error", message = "HTTP error " + std::to_string(res.status);
+        if (res.status == 404) {
+            type = "not_found_error";
+            message = "no route for " + req.method + " " + req.path;
+        } else if (res.status == 413) {
+            message = "the request body is too large";
+        } else if (res.status == 400) {
+            message = "malformed HTTP request";
+        } else if (res.status >= 500) {
+            type = "server_error";
+        }
+        send_json(res, res.status, serve::error_json(message, type, res.status));
+        return httplib::Server::HandlerResponse::Handled;
+    }));
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            what = std::string("internal error: ") + e.what();
+        } catch (...) {
+        }
+        send_json(res, 500, serve::error_json(what, "server_error", 500));
+    });
+
+    int port = o.port;
+    if (port == 0) {
+        port = http.bind_to_any_port(o.host);
+        if (port < 0) throw Error("cannot listen on " + o.host + " (any port)");
+    } else if (!http.bind_to_port(o.host, port)) {
+        throw Error("cannot listen on " + o.host + ":" + std::to_string(port) + " (in use, or not an address here)");
+    }
+    if (o.threads_set) omp_set_num_threads(o.threads);
+    const int threads = omp_get_max_threads();
+    find_ceilings(S, threads);  // after binding, so that a taken port is reported at once
+
+    // The engine thread: the only caller of step(). OpenMP's thread count is per thread, so it
+    // is set again here.
+    std::atomic<bool> quit{false};
+    std::thread engine([&S, &o, &quit, &http] {
+        if (o.threads_set) omp_set_num_threads(o.threads);
+        try {
+            while (!S.sched->stopped()) {
+                if (S.sched->wait_for_work(std::chrono::milliseconds(200))) S.sched->step();
+            }
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "ridge: engine stopped: %s\n", e.what());
+            S.engine_failed = true;
+            quit = true;
+            http.stop();
+        }
+    });
+    // The signal thread: on SIGINT/SIGTERM, cancel what is open and stop listening.
+    std::thread signals([&S, &quit, &http, &stop_signals] {
+        const timespec tick{0, 200 * 1000 * 1000};
+        while (!quit) {
+            const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+            if (sig == SIGINT || sig == SIGTERM) {
+                std::fprintf(stderr, "ridge: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+                S.begin_shutdown();
+                http.stop();
+                return;
+            }
+        }
+    });
+
+    std::fprintf(stderr,
+                 "ridge: %s: %s, %.1fM params; context %d tokens, batch %d, KV pool %d tokens %s; %d threads\n",
+                 S.file->path().c_str(), c.arch.c_str(), double(S.model.n_params()) / 1e6, S.n_ctx, o.max_batch,
+                 o.kv_tokens > 0 ? o.kv_tokens : S.n_ctx * o.max_batch, o.kv_type.c_str(), threads);
+    std::fprintf(stderr, "ridge: listening on http://%s:%d\n", o.host.c_str(), port);
+    std::fflush(stderr);
+    http.listen_after_bind();  // returns after http.stop(), once the handlers have finished
+
+    S.begin_shutdown();        // in case listening ended some other way
+    quit = true;
+    signals.join();
+    S.sched->stop();
+    engine.join();
+    const SchedulerStats st = S.sched->stats();
+    std::fprintf(stderr, "ridge: served %lld requests, %lld prompt tokens, %lld generated tokens\n",
+                 (long long)st.requests_finished, (long long)st.tokens_prefilled, (long long)st.tokens_generated);
+    if (S.engine_failed) throw Error("the engine thread failed (see above)");
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+    auto o = std::make_shared<ServeOptions>();
+    CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+    o->model.add_options(cmd);
+    o->model.add_exact_option(cmd);
+    cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
+    cmd->add_option("--port", o->port, "port to listen on (0: any free port; the one chosen is printed)")
+        ->capture_default_str();
+    cmd->add_option("--max-batch", o->max_batch, "most sequences running at once")->capture_default_str();
+    cmd->add_option("-c,--ctx-size", o->n_ctx, "most tokens per sequence (default: the model's, at most 2048)")
+        ->each([o](const std::string&) { o->n_ctx_set = true; });
+    cmd->add_option("--kv-tokens", o->kv_tokens, "KV cache pool shared by all sequences, in tokens (0: ctx * max-batch)")
+        ->capture_default_str();
+    cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 or f16")->capture_default_str();
+    cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)")->each([o](const std::string&) {
+        o->threads_set = true;
+    });
+    cmd->add_option("--http-threads", o->http_threads, "HTTP worker threads (each open request holds one)")
+        ->capture_default_str();
+    cmd->add_option("-n,--n-predict", o->n_predict,
+                    "max_tokens for requests that give none (-1: until the end of the reply or the context)")
+        ->capture_default_str();
+    cmd->add_option("--alias", o->alias, "the model's name in the API (default: the file name)");
+    cmd->add_flag("!--no-probe", o->probe, "do not measure the ceilings when none are saved (no % of bound then)");
+    cmd->add_option("--temp", o->sp.temperature, "default temperature; 0 = greedy")->capture_default_str();
+    cmd->add_option("--top-k", o->sp.top_k, "default top-k; 0 = off")->capture_default_str();
+    cmd->add_option("--top-p", o->sp.top_p, "default top-p in (0, 1]; 1 = off")->capture_default_str();
+    cmd->add_option("--min-p", o->sp.min_p, "default min-p; 0 = off")->capture_default_str();
+    cmd->add_option("--repeat-penalty", o->sp.repeat_penalty, "default repeat penalty; 1 = off")->capture_default_str();
+    cmd->add_option("--repeat-last-n", o->sp.repeat_last_n, "how many recent tokens the penalty sees")
+        ->capture_default_str();
+    cmd->callback([o]() { run_serve(*o); });
+}
+
+}  // namespace ridge::cli
