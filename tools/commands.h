@@ -14,5 +14,8 @@ void register_bench(CLI::App& app);     // tools/cmd_bench.cpp
 void register_roofline(CLI::App& app);  // tools/cmd_roofline.cpp
 void register_quantize(CLI::App& app);  // tools/cmd_quantize.cpp
 void register_perplexity(CLI::App& app);  // tools/cmd_perplexity.cpp
+void register_serve(CLI::App& app);     // tools/cmd_serve.cpp
+void register_bench_serve(CLI::App& app);  // tools/cmd_bench_serve.cpp
+void register_batch_bench(CLI::App& app);  // tools/cmd_batch_bench.cpp
 
 }  // namespace ridge::cli

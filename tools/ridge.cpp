@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
     ridge::cli::register_roofline(app);
     ridge::cli::register_quantize(app);
     ridge::cli::register_perplexity(app);
+    ridge::cli::register_serve(app);
+    ridge::cli::register_bench_serve(app);
+    ridge::cli::register_batch_bench(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
