@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -406,14 +407,17 @@ void run_serve(ServeOptions& o) {
     httplib::Server http;
     const int pool = o.http_threads;
     http.new_task_queue = [pool] { return new httplib::ThreadPool(size_t(pool)); };
-    http.set_keep_alive_timeout(2);
+    http.set_keep_alive_timeout(5);  // also how long a new connection may take to send its request
     http.set_payload_max_length(size_t(16) << 20);
     http.set_read_timeout(30);
     // httplib's default also sets SO_REUSEPORT, which would let a second server share the port
-    // silently; SO_REUSEADDR alone still allows a quick restart.
-    http.set_socket_options([](socket_t sock) {
+    // silently; SO_REUSEADDR alone still allows a quick restart. The socket is kept to raise the
+    // listen backlog after binding.
+    socket_t listen_sock = INVALID_SOCKET;
+    http.set_socket_options([&listen_sock](socket_t sock) {
         int yes = 1;
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        listen_sock = sock;
     });
     http.set_write_timeout(30);
 
@@ -480,6 +484,10 @@ void run_serve(ServeOptions& o) {
     } else if (!http.bind_to_port(o.host, port)) {
         throw Error("cannot listen on " + o.host + ":" + std::to_string(port) + " (in use, or not an address here)");
     }
+    // httplib listens with a backlog of 5: a burst of clients connecting at once would overflow
+    // it and see their connections stall for seconds (then be dropped by the keep-alive timeout).
+    // listen() again on the bound socket only raises the backlog.
+    if (listen_sock != INVALID_SOCKET) ::listen(listen_sock, SOMAXCONN);
     if (o.threads_set) omp_set_num_threads(o.threads);
     const int threads = omp_get_max_threads();
     find_ceilings(S, threads);  // after binding, so that a taken port is reported at once
