@@ -126,20 +126,6 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
                 count(layer, Op::Quantize, cpu::quantize_rows(xr, run.rows(), k, ws.x_q));
                 xq = &ws.x_q;
             }
-            bool fuse = xq != nullptr && outs.size() > 1;
-            for (const Linear& o : outs) fuse = fuse && cpu::int_simd_types(o.w->type);
-            if (fuse) {  // one parallel loop for all of them; its time is shared by their FLOPs
-                std::vector<cpu::IntOutput> fused;
-                for (const Linear& o : outs) fused.push_back({o.w, o.y + run.begin * o.w->ne(1)});
-                const cpu::Cost all = cpu::matmul_v4_int_fused(fused, *xq);
-                if (!counters) continue;
-                const double s = elapsed();
-                for (const Linear& o : outs) {
-                    const cpu::Cost c = cpu::matmul_int_cost(*o.w, run.rows());
-                    counters->add(layer, o.op, c, s * c.flops / all.flops);
-                }
-                continue;
-            }
             for (const Linear& o : outs) {
                 float* yr = o.y + run.begin * o.w->ne(1);
                 count(layer, o.op, run.tiled ? cpu::matmul_tiled(*o.w, xr, run.rows(), yr)

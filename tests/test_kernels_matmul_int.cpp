@@ -151,32 +151,6 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
     }
 }
 
-// The fused form (q, k, v in one parallel loop) gives each weight exactly what its own call gives,
-// with weights of different types and row counts (so groups of one weight end mid-thread).
-TEST_P(MatmulIntTypes, FusedEqualsSeparateCalls) {
-    const DType t = GetParam();
-    if (!cpu::int_simd_types(t)) GTEST_SKIP() << "no AVX2 in this build";
-    const int64_t k = 576;
-    const test::OwnedWeight A = test::random_weight(t, 101, k, 11), B = test::random_weight(DType::Q8_0, 37, k, 12),
-                            C = test::random_weight(DType::Q4_1, 64, k, 13);
-    for (int64_t m : {1, 3, 8}) {
-        const std::vector<float> X = test::random_floats(size_t(m * k), 14 + uint32_t(m));
-        QuantizedRows q;
-        cpu::quantize_rows(X.data(), m, k, q);
-        std::vector<float> ya(size_t(m * 101)), yb(size_t(m * 37)), yc(size_t(m * 64));
-        std::vector<float> fa(ya.size(), -9), fb(yb.size(), -9), fc(yc.size(), -9);
-        const cpu::Cost sep = cpu::matmul_v4_int(A.view, q, ya.data()) + cpu::matmul_v4_int(B.view, q, yb.data()) +
-                              cpu::matmul_v4_int(C.view, q, yc.data());
-        const cpu::IntOutput outs[] = {{&A.view, fa.data()}, {&B.view, fb.data()}, {&C.view, fc.data()}};
-        const cpu::Cost fused = cpu::matmul_v4_int_fused(outs, q);
-        EXPECT_EQ(fa, ya) << "m=" << m;
-        EXPECT_EQ(fb, yb) << "m=" << m;
-        EXPECT_EQ(fc, yc) << "m=" << m;
-        EXPECT_DOUBLE_EQ(fused.flops, sep.flops);
-        EXPECT_DOUBLE_EQ(fused.bytes(), sep.bytes());
-    }
-}
-
 INSTANTIATE_TEST_SUITE_P(Types, MatmulIntTypes, ::testing::ValuesIn(kIntTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

@@ -134,43 +134,32 @@ inline void dot_rows(const uint8_t* const* w, const ActBlock* const* x, int64_t 
 // kRows weight rows per pass: 4 (each x block serves 4 rows) for several rows of X; 1 for decode,
 // where one weight stream per thread is what the hardware prefetcher follows best (SmolLM2 decode,
 // 3 alternating runs each: Q8_0 64-72 t/s against 62-65 with 4 rows, Q4_1 83-90 against 71-90).
-// row_group does group g (weight rows [g * kRows, g * kRows + kRows) clipped to n) for all of X.
 template <class Dec, int kRows>
-void row_group(const TensorView& W, const QuantizedRows& X, float* Y, int64_t g) {
+void matmul_v4_typed(const TensorView& W, const QuantizedRows& X, float* Y) {
     constexpr int kXRows = 2;
-    const int64_t n = W.ne(1), m = X.m, nb = X.k / 32;
-    const int64_t j0 = g * kRows;
-    const int64_t rows = std::min<int64_t>(kRows, n - j0);
-    const uint8_t* w[kRows];
-    for (int64_t r = 0; r < rows; r++) w[r] = W.row(j0 + r);
-    for (int64_t i = 0; i < m; i += kXRows) {
-        const int64_t xr = std::min<int64_t>(kXRows, m - i);
-        const ActBlock* x[kXRows] = {X.row(i), X.row(i + xr - 1)};
-        float* y = Y + i * n + j0;
-        if (rows == kRows && xr == kXRows) {
-            dot_rows<Dec, kRows, kXRows>(w, x, nb, y, n);
-        } else if (rows == kRows) {
-            dot_rows<Dec, kRows, 1>(w, x, nb, y, n);  // the last odd X row
-        } else {
-            for (int64_t r = 0; r < rows; r++)
-                for (int64_t ii = 0; ii < xr; ii++) dot_rows<Dec, 1, 1>(w + r, x + ii, nb, y + ii * n + r, n);
+    const int64_t k = X.k, n = W.ne(1), m = X.m, nb = k / 32;
+    const int64_t groups = (n + kRows - 1) / kRows;
+    const double work = double(m) * double(n) * double(k);  // multiply-adds
+#pragma omp parallel for schedule(static) if (work >= kParallelMinWork)
+    for (int64_t g = 0; g < groups; g++) {
+        const int64_t j0 = g * kRows;
+        const int64_t rows = std::min<int64_t>(kRows, n - j0);
+        const uint8_t* w[kRows];
+        for (int64_t r = 0; r < rows; r++) w[r] = W.row(j0 + r);
+        for (int64_t i = 0; i < m; i += kXRows) {
+            const int64_t xr = std::min<int64_t>(kXRows, m - i);
+            const ActBlock* x[kXRows] = {X.row(i), X.row(i + xr - 1)};
+            float* y = Y + i * n + j0;
+            if (rows == kRows && xr == kXRows) {
+                dot_rows<Dec, kRows, kXRows>(w, x, nb, y, n);
+            } else if (rows == kRows) {
+                dot_rows<Dec, kRows, 1>(w, x, nb, y, n);  // the last odd X row
+            } else {
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t ii = 0; ii < xr; ii++) dot_rows<Dec, 1, 1>(w + r, x + ii, nb, y + ii * n + r, n);
+            }
         }
     }
-}
-
-// Group g of W, decoder and rows per group chosen by W's type and X's rows (1 for decode).
-void row_group_of(const TensorView& W, const QuantizedRows& X, float* Y, int64_t g) {
-    const bool one = X.m == 1;
-    switch (W.type) {
-        case DType::Q4_0: one ? row_group<IntQ4_0, 1>(W, X, Y, g) : row_group<IntQ4_0, 4>(W, X, Y, g); break;
-        case DType::Q4_1: one ? row_group<IntQ4_1, 1>(W, X, Y, g) : row_group<IntQ4_1, 4>(W, X, Y, g); break;
-        case DType::Q8_0: one ? row_group<IntQ8_0, 1>(W, X, Y, g) : row_group<IntQ8_0, 4>(W, X, Y, g); break;
-        default: break;
-    }
-}
-int64_t groups_of(const TensorView& W, const QuantizedRows& X) {
-    const int64_t rows = X.m == 1 ? 1 : 4;
-    return (W.ne(1) + rows - 1) / rows;
 }
 #endif  // RIDGE_MATMUL_V4
 
@@ -237,36 +226,17 @@ Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y) {
 }
 
 Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y) {
-    const IntOutput out{&W, Y};
-    return matmul_v4_int_fused({&out, 1}, X);
-}
-
-Cost matmul_v4_int_fused(std::span<const IntOutput> outs, const QuantizedRows& X) {
-    Cost cost;
-    for (const IntOutput& o : outs) {
-        check(*o.w, X, "matmul_v4_int");
-        if (!int_simd_types(o.w->type)) throw Error("matmul_v4_int: this build has no AVX2 + FMA + F16C");
-        cost += matmul_int_cost(*o.w, X.m);
-    }
+    check(W, X, "matmul_v4_int");
+    if (!int_simd_types(W.type)) throw Error("matmul_v4_int: this build has no AVX2 + FMA + F16C");
 #if RIDGE_MATMUL_V4
-    // Group g of the concatenation: the first weight's groups, then the next one's, ...
-    int64_t total = 0;
-    double work = 0;  // multiply-adds
-    for (const IntOutput& o : outs) total += groups_of(*o.w, X), work += double(X.m) * double(o.w->ne(1)) * double(X.k);
-#pragma omp parallel for schedule(static) if (work >= kParallelMinWork)
-    for (int64_t g = 0; g < total; g++) {
-        int64_t local = g;
-        for (const IntOutput& o : outs) {
-            const int64_t n_groups = groups_of(*o.w, X);
-            if (local < n_groups) {
-                row_group_of(*o.w, X, o.y, local);
-                break;
-            }
-            local -= n_groups;
-        }
+    switch (W.type) {
+        case DType::Q4_0: X.m == 1 ? matmul_v4_typed<IntQ4_0, 1>(W, X, Y) : matmul_v4_typed<IntQ4_0, 4>(W, X, Y); break;
+        case DType::Q4_1: X.m == 1 ? matmul_v4_typed<IntQ4_1, 1>(W, X, Y) : matmul_v4_typed<IntQ4_1, 4>(W, X, Y); break;
+        case DType::Q8_0: X.m == 1 ? matmul_v4_typed<IntQ8_0, 1>(W, X, Y) : matmul_v4_typed<IntQ8_0, 4>(W, X, Y); break;
+        default: break;
     }
 #endif
-    return cost;
+    return matmul_int_cost(W, X.m);
 }
 
 }  // namespace ridge::cpu

@@ -12,7 +12,6 @@
 // --exact selects the f32 path instead (see engine/model.h).
 #pragma once
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "kernels/cpu/cost.h"
@@ -51,14 +50,6 @@ Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
 // AVX2 (+VNNI): OpenMP static over groups of 4 weight rows; each group's rows are read once and
 // serve every row of X (2 at a time, so each decoded weight block serves both).
 Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y);
-// Several weights sharing X (q, k and v; gate and up): Y_i = X . W_i^T for each, as matmul_v4_int
-// does, in ONE parallel loop over the row groups of all of them, so the threads start and join once
-// instead of once per weight. Cost: the sum of matmul_int_cost over the weights.
-struct IntOutput {
-    const TensorView* w;
-    float* y;  // (m, w->ne(1))
-};
-Cost matmul_v4_int_fused(std::span<const IntOutput> outs, const QuantizedRows& X);
 
 // K-quant weights on the same rows (matmul_int_k.cpp): Q4_K and Q6_K super-blocks of 256, each
 // dotted with 8 ActBlocks exactly in int32 per ActBlock (Q6_K: per 16-element group), scaled once.
