@@ -135,9 +135,20 @@ void Scheduler::finish(Request& r, FinishReason reason) {
     r.done = true;
     if (r.seq >= 0) cache_.free_sequence(r.seq);
     reserved_blocks_ -= r.reserved;
-    if (r.cb.on_done) r.cb.on_done(reason, r.generated);
+    // on_done runs at the end of the step, once the stats say the request has ended.
+    if (r.cb.on_done) done_calls_.push_back([cb = std::move(r.cb.on_done), reason, n = r.generated] { cb(reason, n); });
     std::lock_guard<std::mutex> lock(mu_);
     stats_.requests_finished++;
+}
+
+void Scheduler::publish_and_call_back() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        publish_locked();
+    }
+    std::vector<std::function<void()>> calls;
+    calls.swap(done_calls_);
+    for (auto& call : calls) call();
 }
 
 // First come, first served: the oldest waiting request is admitted when a batch slot and its
@@ -199,8 +210,7 @@ bool Scheduler::step() {
         sequences++;
     }
     if (batch_.size() == 0) {
-        std::lock_guard<std::mutex> lock(mu_);
-        publish_locked();
+        publish_and_call_back();
         return false;
     }
 
@@ -250,21 +260,23 @@ bool Scheduler::step() {
     }
     std::erase_if(running_, [](const auto& r) { return r->done; });
 
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.steps++;
-    stats_.last_step_rows = int(batch_.size());
-    stats_.last_step_sequences = sequences;
-    stats_.tokens_prefilled += prompt_rows;
-    stats_.tokens_generated += generated;
-    if (prompt_rows == 0) {
-        stats_.decode_steps++;
-        stats_.decode_step_tokens += batch_.size();
-        stats_.decode_step_seconds += seconds;
-        stats_.decode_step_bytes += step_counters_.total().cost.memory_bytes();
-    } else {
-        stats_.prefill_step_seconds += seconds;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.steps++;
+        stats_.last_step_rows = int(batch_.size());
+        stats_.last_step_sequences = sequences;
+        stats_.tokens_prefilled += prompt_rows;
+        stats_.tokens_generated += generated;
+        if (prompt_rows == 0) {
+            stats_.decode_steps++;
+            stats_.decode_step_tokens += batch_.size();
+            stats_.decode_step_seconds += seconds;
+            stats_.decode_step_bytes += step_counters_.total().cost.memory_bytes();
+        } else {
+            stats_.prefill_step_seconds += seconds;
+        }
     }
-    publish_locked();
+    publish_and_call_back();
     return true;
 }
 

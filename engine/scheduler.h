@@ -60,8 +60,9 @@ struct RequestCallbacks {
     // Each generated token, on the thread that runs step(); return false to cancel the request
     // (its sequence is freed at once). May be empty.
     std::function<bool(int32_t token)> on_token;
-    // Exactly once, on the thread that runs step() (or in cancel() for a request still waiting):
-    // the reason and the number of tokens emitted. May be empty.
+    // Exactly once, on the thread that runs step(), at the end of the step that retired the request
+    // (after stats() reflects it), or in cancel() for a request still waiting: the reason and the
+    // number of tokens emitted. May be empty.
     std::function<void(FinishReason reason, int n_generated)> on_done;
 };
 
@@ -128,6 +129,7 @@ private:
     void finish(Request& r, FinishReason reason);
     int blocks_for(int tokens) const;
     void publish_locked();  // running / KV figures into stats_ (mu_ held)
+    void publish_and_call_back();  // publish, then the on_done calls of requests that ended
 
     const Model& model_;
     const Tokenizer* tok_;
@@ -148,6 +150,7 @@ private:
 
     std::vector<std::unique_ptr<Request>> running_;  // stepping thread only
     int reserved_blocks_ = 0;
+    std::vector<std::function<void()>> done_calls_;  // on_done calls waiting for the step's end
 };
 
 }  // namespace ridge

@@ -252,8 +252,18 @@ TEST(Scheduler, StopsAtTheContextAndAtMaxNew) {
     Scheduler sched(w.loaded->model, nullptr, opt);  // no tokenizer: no end-of-generation stop
     Collected ctx, zero;
     sched.submit(greedy(ps[0], -1), collect(ctx));
-    sched.submit(greedy(ps[1], 0), collect(zero));
+    // on_done comes once the stats show the request ended (what /metrics reads).
+    RequestCallbacks zero_cb = collect(zero);
+    SchedulerStats at_done;
+    zero_cb.on_done = [&](FinishReason r, int) {
+        zero.reason = r;
+        zero.done_calls++;
+        at_done = sched.stats();
+    };
+    sched.submit(greedy(ps[1], 0), zero_cb);
     sched.run_until_idle();
+    EXPECT_EQ(at_done.requests_finished, 1);
+    EXPECT_EQ(at_done.running, 1);  // the other one still runs
     EXPECT_EQ(ctx.reason, FinishReason::ContextFull);
     EXPECT_EQ(int(ps[0].size() + ctx.tokens.size()), 24 + 1);  // the last token is emitted, never fed
     EXPECT_EQ(zero.reason, FinishReason::Length);
