@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -74,6 +75,44 @@ Ceilings machine_ceilings(int threads) {
         std::fprintf(stderr, "ridge: no ceilings saved for %d threads (%s): measuring them now, as `ridge probe` does\n",
                      threads, path.c_str());
     return ceilings_for(threads);
+}
+
+std::string si(double v) {
+    const char* prefixes[] = {"", "k", "M", "G", "T"};
+    int i = 0;
+    while (std::abs(v) >= 1000 && i < 4) v /= 1000, i++;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, prefixes[i]);
+    return buf;
+}
+
+std::string types_of(const ModelStats& s) {
+    std::string t;
+    for (const TypeStats& ts : s.by_type) t += (t.empty() ? "" : "+") + std::string(dtype_name(ts.type));
+    return t;
+}
+
+nlohmann::ordered_json cost_json(const cpu::Cost& c) {
+    nlohmann::ordered_json j;
+    j["flops"] = c.flops;
+    j["bytes"] = c.memory_bytes();
+    j["weight_bytes"] = c.weight_bytes;
+    j["kv_read_bytes"] = c.kv_read;
+    j["kv_written_bytes"] = c.kv_written;
+    j["activation_read_bytes"] = c.act_read;
+    j["activation_written_bytes"] = c.act_written;
+    return j;
+}
+
+nlohmann::ordered_json ceilings_json(const Ceilings& c) {
+    return {{"threads", c.threads},
+            {"bandwidth_gbs", c.bandwidth_gbs},
+            {"peak_gflops", c.peak_gflops()},
+            {"matmul_gflops", c.matmul_gflops},
+            {"ridge_point", c.ridge_point()},
+            {"path", c.path},
+            {"cpu", c.cpu},
+            {"measured_at", c.measured_at}};
 }
 
 }  // namespace ridge::cli

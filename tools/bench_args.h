@@ -1,15 +1,19 @@
 // BenchArgs: the options `ridge bench` and `ridge roofline` share (the model, test sizes,
 // repetitions, threads, KV type), their one-line checks, and the machine's ceilings for the
-// thread count: the saved ones (`ridge probe`, or $RIDGE_PROBE_FILE), else measured now.
+// thread count: the saved ones (`ridge probe`, or $RIDGE_PROBE_FILE), else measured now. Also the
+// -B list parser and the printing helpers bench and batch-bench share.
 #pragma once
 #include <CLI/CLI.hpp>
 
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/bench.h"
 #include "engine/ceilings.h"
 #include "tools/model_args.h"
+#include "weights/model_stats.h"
 
 namespace ridge::cli {
 
@@ -30,6 +34,14 @@ struct BenchArgs {
 // "1,4,16" -> {1, 4, 16}: whole numbers separated by commas (range checks are the engine's);
 // ridge::Error naming `option` for an empty list or entry, or an entry that is not a number.
 std::vector<int> parse_batch_sizes(const std::string& list, const std::string& option);
+
+// Printing helpers of the bench commands: 1234567 -> "1.23 M" (SI prefixes, the caller appends the
+// unit); the model's weight types as "F32+Q4_1+Q8_0"; a Cost as the JSON object `ridge bench --json`
+// documents (flops, bytes, weight/kv/activation bytes).
+std::string si(double v);
+std::string types_of(const ModelStats& s);
+nlohmann::ordered_json cost_json(const cpu::Cost& c);
+nlohmann::ordered_json ceilings_json(const Ceilings& c);  // the "ceilings" object of the --json outputs
 
 // The ceilings for `threads`: saved ones, or measured now (with a note on stderr first, since the
 // probe takes a few seconds) and saved for next time.

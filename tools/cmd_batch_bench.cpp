@@ -33,34 +33,6 @@ struct BatchBenchCommand {
     bool json = false;
 };
 
-// 1234567 -> "1.23 M" (SI prefixes; unit appended by the caller).
-std::string si(double v) {
-    const char* prefixes[] = {"", "k", "M", "G", "T"};
-    int i = 0;
-    while (std::abs(v) >= 1000 && i < 4) v /= 1000, i++;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, prefixes[i]);
-    return buf;
-}
-
-std::string types_of(const ModelStats& s) {
-    std::string t;
-    for (const TypeStats& ts : s.by_type) t += (t.empty() ? "" : "+") + std::string(dtype_name(ts.type));
-    return t;
-}
-
-nlohmann::ordered_json cost_json(const cpu::Cost& c) {
-    nlohmann::ordered_json j;
-    j["flops"] = c.flops;
-    j["bytes"] = c.memory_bytes();
-    j["weight_bytes"] = c.weight_bytes;
-    j["kv_read_bytes"] = c.kv_read;
-    j["kv_written_bytes"] = c.kv_written;
-    j["activation_read_bytes"] = c.act_read;
-    j["activation_written_bytes"] = c.act_written;
-    return j;
-}
-
 template <class T>
 nlohmann::ordered_json or_null(bool has, T v) {
     return has ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
@@ -124,14 +96,7 @@ void print_json(const BatchBenchCommand& cmd, const ModelFile& file, const Model
     j["repetitions"] = res.reps;
     j["seed"] = cmd.opt.seed;
     j["exact"] = model.exact;
-    j["ceilings"] = {{"threads", ceil.threads},
-                     {"bandwidth_gbs", ceil.bandwidth_gbs},
-                     {"peak_gflops", ceil.peak_gflops()},
-                     {"matmul_gflops", ceil.matmul_gflops},
-                     {"ridge_point", ceil.ridge_point()},
-                     {"path", ceil.path},
-                     {"cpu", ceil.cpu},
-                     {"measured_at", ceil.measured_at}};
+    j["ceilings"] = ceilings_json(ceil);
     j["compute_bound"] = crossing_json(res.crossing);
     j["peak_rss_bytes"] = res.peak_rss_bytes;
     nlohmann::ordered_json points = nlohmann::ordered_json::array();

@@ -27,34 +27,6 @@ struct BenchCommand {
     bool no_count = false;
 };
 
-// 1234567 -> "1.23 M" (SI prefixes; unit appended by the caller).
-std::string si(double v) {
-    const char* prefixes[] = {"", "k", "M", "G", "T"};
-    int i = 0;
-    while (std::abs(v) >= 1000 && i < 4) v /= 1000, i++;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, prefixes[i]);
-    return buf;
-}
-
-std::string types_of(const ModelStats& s) {
-    std::string t;
-    for (const TypeStats& ts : s.by_type) t += (t.empty() ? "" : "+") + std::string(dtype_name(ts.type));
-    return t;
-}
-
-nlohmann::ordered_json cost_json(const cpu::Cost& c) {
-    nlohmann::ordered_json j;
-    j["flops"] = c.flops;
-    j["bytes"] = c.memory_bytes();
-    j["weight_bytes"] = c.weight_bytes;
-    j["kv_read_bytes"] = c.kv_read;
-    j["kv_written_bytes"] = c.kv_written;
-    j["activation_read_bytes"] = c.act_read;
-    j["activation_written_bytes"] = c.act_written;
-    return j;
-}
-
 nlohmann::ordered_json test_json(const BenchTest& t) {
     const PhaseReport& r = t.report;
     nlohmann::ordered_json j;
@@ -129,14 +101,7 @@ void run(BenchCommand& cmd) {
         j["seed"] = a.opt.seed;
         j["counting"] = a.opt.count;
         j["exact"] = model.exact;
-        j["ceilings"] = {{"threads", ceil.threads},
-                         {"bandwidth_gbs", ceil.bandwidth_gbs},
-                         {"peak_gflops", ceil.peak_gflops()},
-                         {"matmul_gflops", ceil.matmul_gflops},
-                         {"ridge_point", ceil.ridge_point()},
-                         {"path", ceil.path},
-                         {"cpu", ceil.cpu},
-                         {"measured_at", ceil.measured_at}};
+        j["ceilings"] = ceilings_json(ceil);
         j["peak_rss_bytes"] = res.peak_rss_bytes;
         nlohmann::ordered_json tests = nlohmann::ordered_json::array();
         for (const BenchTest& t : res.tests) tests.push_back(test_json(t));

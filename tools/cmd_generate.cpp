@@ -21,6 +21,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
+#include "tools/serve_api.h"
 #include "weights/error.h"
 #include "weights/model_file.h"
 
@@ -233,21 +234,6 @@ void run_generate(RunOptions& o, const std::string& prompt) {
 
 // ---- chat -------------------------------------------------------------------------------------
 
-// The default system message a ChatML template inserts when the conversation has none (SmolLM2's
-// does: "{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n...<|im_end|>"),
-// or "" when the template has no such branch.
-std::string default_system_message(const std::string& tmpl) {
-    const std::string cond = "messages[0]['role'] != 'system'";
-    const std::string open = "<|im_start|>system\n";
-    const size_t at = tmpl.find(cond);
-    if (at == std::string::npos) return {};
-    const size_t start = tmpl.find(open, at);
-    if (start == std::string::npos) return {};
-    const size_t end = tmpl.find("<|im_end|>", start);
-    if (end == std::string::npos) return {};
-    return tmpl.substr(start + open.size(), end - start - open.size());
-}
-
 void run_chat(RunOptions& o, const std::optional<std::string>& system) {
     check_options(o);
     Loaded L = load(o);
@@ -258,7 +244,7 @@ void run_chat(RunOptions& o, const std::optional<std::string>& system) {
     const std::string tmpl = tok.chat_template();
     if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos)
         throw Error(L.file->path() + ": the chat template is not ChatML; ridge chat speaks ChatML only");
-    const std::string system_text = system ? *system : default_system_message(tmpl);
+    const std::string system_text = system ? *system : serve::default_system_message(tmpl);
     print_load_info(o, L);
 
     Sampler sampler(o.sp);
