@@ -115,4 +115,15 @@ nlohmann::ordered_json ceilings_json(const Ceilings& c) {
             {"measured_at", c.measured_at}};
 }
 
+nlohmann::ordered_json model_json(const std::string& path, const Config& c, const ModelStats& s) {
+    return {{"path", path},
+            {"arch", c.arch},
+            {"n_params", s.n_params},
+            {"n_layers", c.n_layers},
+            {"n_embd", c.n_embd},
+            {"weight_types", types_of(s)},
+            {"weight_bytes", s.weight_bytes},
+            {"decode_weight_bytes", s.decode_bytes_per_token}};
+}
+
 }  // namespace ridge::cli

@@ -41,7 +41,8 @@ std::vector<int> parse_batch_sizes(const std::string& list, const std::string& o
 std::string si(double v);
 std::string types_of(const ModelStats& s);
 nlohmann::ordered_json cost_json(const cpu::Cost& c);
-nlohmann::ordered_json ceilings_json(const Ceilings& c);  // the "ceilings" object of the --json outputs
+nlohmann::ordered_json ceilings_json(const Ceilings& c);
+nlohmann::ordered_json model_json(const std::string& path, const Config& c, const ModelStats& s);  // "model"  // the "ceilings" object of the --json outputs
 
 // The ceilings for `threads`: saved ones, or measured now (with a note on stderr first, since the
 // probe takes a few seconds) and saved for next time.

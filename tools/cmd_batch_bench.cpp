@@ -79,16 +79,8 @@ nlohmann::ordered_json crossing_json(const BatchCrossing& x) {
 
 void print_json(const BatchBenchCommand& cmd, const ModelFile& file, const Model& model, const ModelStats& stats,
                 const Ceilings& ceil, const BatchBenchResult& res) {
-    const Config& c = model.config;
     nlohmann::ordered_json j;
-    j["model"] = {{"path", file.path()},
-                  {"arch", c.arch},
-                  {"n_params", stats.n_params},
-                  {"n_layers", c.n_layers},
-                  {"n_embd", c.n_embd},
-                  {"weight_types", types_of(stats)},
-                  {"weight_bytes", stats.weight_bytes},
-                  {"decode_weight_bytes", stats.decode_bytes_per_token}};
+    j["model"] = model_json(file.path(), model.config, stats);
     j["threads"] = res.threads;
     j["kv_type"] = cmd.kv_type;
     j["n_prompt"] = res.n_prompt;

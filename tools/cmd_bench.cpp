@@ -86,14 +86,7 @@ void run(BenchCommand& cmd) {
 
     if (cmd.json) {
         nlohmann::ordered_json j;
-        j["model"] = {{"path", file->path()},
-                      {"arch", c.arch},
-                      {"n_params", stats.n_params},
-                      {"n_layers", c.n_layers},
-                      {"n_embd", c.n_embd},
-                      {"weight_types", types_of(stats)},
-                      {"weight_bytes", stats.weight_bytes},
-                      {"decode_weight_bytes", stats.decode_bytes_per_token}};
+        j["model"] = model_json(file->path(), model.config, stats);
         j["threads"] = res.threads;
         j["kv_type"] = a.kv_type;
         j["batch"] = a.opt.max_rows;

@@ -106,14 +106,7 @@ Loaded load(const RunOptions& o) {
     L.model.exact = o.model.exact;
     const Config& c = L.model.config;
     L.tok = o.model.open_tokenizer(*L.file);
-    if (L.tok->n_vocab() != c.n_vocab)
-        throw Error("tokenizer has " + std::to_string(L.tok->n_vocab()) + " tokens but the model's vocabulary is " +
-                    std::to_string(c.n_vocab));
-    const int model_max = c.n_ctx_train > 0 ? c.n_ctx_train : 4096;
-    if (o.n_ctx_set && o.n_ctx > model_max)
-        throw Error("-c/--ctx-size " + std::to_string(o.n_ctx) + " is past the model's context of " +
-                    std::to_string(model_max));
-    L.n_ctx = o.n_ctx_set ? o.n_ctx : std::min(model_max, 4096);
+    L.n_ctx = ModelArgs::context_size(c, o.n_ctx_set, o.n_ctx, 4096);
     if (!o.dump_dir.empty()) L.dump = std::make_unique<Dumper>(o.dump_dir);
     SessionOptions so;
     so.n_ctx = L.n_ctx;

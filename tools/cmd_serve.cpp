@@ -379,14 +379,7 @@ void run_serve(ServeOptions& o) {
     S.model.exact = o.model.exact;
     const Config& c = S.model.config;
     S.tok = o.model.open_tokenizer(*S.file);
-    if (S.tok->n_vocab() != c.n_vocab)
-        throw Error("tokenizer has " + std::to_string(S.tok->n_vocab()) + " tokens but the model's vocabulary is " +
-                    std::to_string(c.n_vocab));
-    const int model_max = c.n_ctx_train > 0 ? c.n_ctx_train : 4096;
-    if (o.n_ctx_set && o.n_ctx > model_max)
-        throw Error("-c/--ctx-size " + std::to_string(o.n_ctx) + " is past the model's context of " +
-                    std::to_string(model_max));
-    S.n_ctx = o.n_ctx_set ? o.n_ctx : std::min(model_max, 2048);
+    S.n_ctx = ModelArgs::context_size(c, o.n_ctx_set, o.n_ctx, 2048);
     if (o.kv_tokens > 0 && o.kv_tokens < S.n_ctx)
         throw Error("--kv-tokens " + std::to_string(o.kv_tokens) + " is less than the context of " +
                     std::to_string(S.n_ctx) + " (-c): one full sequence must fit");

@@ -3,6 +3,7 @@
 // the byte stand-in of a synthetic model).
 #include "tools/model_args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -70,10 +71,28 @@ std::unique_ptr<ModelFile> ModelArgs::open() const {
 }
 
 std::unique_ptr<Tokenizer> ModelArgs::open_tokenizer(const ModelFile& model) const {
-    if (model.format() == ModelFormat::Synthetic) return make_byte_tokenizer(model.config().n_vocab);
-    if (!tokenizer_path.empty()) return Tokenizer::from_llama2c(tokenizer_path, model.config().n_vocab);
-    if (model.gguf()) return Tokenizer::from_gguf(*model.gguf());
-    throw Error(model.path() + ": a llama2.c checkpoint carries no vocabulary: pass --tokenizer tokenizer.bin");
+    const int n_vocab = model.config().n_vocab;
+    std::unique_ptr<Tokenizer> tok;
+    if (model.format() == ModelFormat::Synthetic)
+        tok = make_byte_tokenizer(n_vocab);
+    else if (!tokenizer_path.empty())
+        tok = Tokenizer::from_llama2c(tokenizer_path, n_vocab);
+    else if (model.gguf())
+        tok = Tokenizer::from_gguf(*model.gguf());
+    else
+        throw Error(model.path() + ": a llama2.c checkpoint carries no vocabulary: pass --tokenizer tokenizer.bin");
+    if (tok->n_vocab() != n_vocab)
+        throw Error("tokenizer has " + std::to_string(tok->n_vocab()) + " tokens but the model's vocabulary is " +
+                    std::to_string(n_vocab));
+    return tok;
+}
+
+int ModelArgs::context_size(const Config& c, bool set, int requested, int fallback) {
+    const int model_max = c.n_ctx_train > 0 ? c.n_ctx_train : 4096;
+    if (set && requested > model_max)
+        throw Error("-c/--ctx-size " + std::to_string(requested) + " is past the model's context of " +
+                    std::to_string(model_max));
+    return set ? requested : std::min(model_max, fallback);
 }
 
 std::unique_ptr<Tokenizer> ModelArgs::open_tokenizer() const {

@@ -31,8 +31,12 @@ struct ModelArgs {
     // Opens the model; ridge::Error when neither or both of -m / --synthetic are given.
     std::unique_ptr<ModelFile> open() const;
     // The model's tokenizer: from the GGUF, from --tokenizer for a llama2.c checkpoint, or a
-    // byte-level stand-in for synthetic models. ridge::Error when none can be had.
+    // byte-level stand-in for synthetic models. ridge::Error when none can be had, or when its size
+    // is not the model's vocabulary.
     std::unique_ptr<Tokenizer> open_tokenizer(const ModelFile& model) const;
+    // The context to run with: -c when given (ridge::Error past the model's trained context), else the
+    // model's context capped at `fallback` (4096 where the file gives none).
+    static int context_size(const Config& c, bool set, int requested, int fallback);
 
     // ridge::Error unless exactly one of -m / --synthetic is given, and --synthetic-type /
     // --synthetic-seed only with --synthetic, --tokenizer only with -m. open() checks this first.
