@@ -153,11 +153,12 @@ uint64_t Explain::memory_bytes() const {
 uint64_t workspace_bytes(const Config& c, int64_t m, int64_t m_out) {
     const int64_t d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
     // x, x_norm, attn_out, ffn_out (d); q, attn (q_dim); k, v (kv_dim); gate, up, act (n_ff);
-    // the int16 copy of the widest matmul input.
-    const int64_t floats = m * (4 * d + 2 * q_dim + 2 * kv_dim + 3 * n_ff) + m_out * (d + c.n_vocab);
-    const int64_t q_blocks = m * std::max({d, q_dim, n_ff}) / 32;
+    // the rope table's cos and sin (rope_dim/2 each); the int16 copy of the widest matmul input;
+    // the logits rows' sequences and positions.
+    const int64_t floats = m * (4 * d + 2 * q_dim + 2 * kv_dim + 3 * n_ff + c.rope_dim) + m_out * (d + c.n_vocab + 2);
+    const int64_t q_blocks = m * (std::max({d, q_dim, n_ff}) / 32);
     return uint64_t(floats) * sizeof(float) + uint64_t(m) * (sizeof(int64_t) + sizeof(cpu::AttentionRow)) +
-           uint64_t(q_blocks) * sizeof(cpu::ActBlock);
+           uint64_t(q_blocks) * uint64_t(cpu::kActBlockBytes);
 }
 
 Explain explain_model(const ModelFile& file, const ExplainOptions& opt) {

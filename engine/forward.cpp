@@ -32,7 +32,11 @@ void Workspace::reserve(const Config& c, int64_t m, int64_t m_out) {
     grow(logits, m_out * c.n_vocab);
     grow(slots, m);
     grow(attn_rows, m);
-    grow(x_q.blocks, m * std::max({d, q_dim, n_ff}) / 32);  // the widest matmul input
+    grow(rope.cos_t, m * (c.rope_dim / 2));
+    grow(rope.sin_t, m * (c.rope_dim / 2));
+    grow(out_seq, m_out);
+    grow(out_pos, m_out);
+    x_q.reserve(m, std::max({d, q_dim, n_ff}));  // the widest matmul input
     n_vocab = c.n_vocab;
 }
 
@@ -74,12 +78,9 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
 
     // The rows as runs (tiled prompt chunks, row-exact rest), and the same for the logits rows.
     split_runs(batch.seq.data(), batch.pos.data(), m, ws.runs);
-    {
-        std::vector<int32_t> out_seq, out_pos;
-        for (int64_t i = 0; i < m; i++)
-            if (batch.want_logits[i]) out_seq.push_back(batch.seq[i]), out_pos.push_back(batch.pos[i]);
-        split_runs(out_seq.data(), out_pos.data(), m_out, ws.out_runs);
-    }
+    for (int64_t i = 0, r = 0; i < m; i++)
+        if (batch.want_logits[i]) ws.out_seq[r] = batch.seq[i], ws.out_pos[r] = batch.pos[i], r++;
+    split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, ws.out_runs);
 
     // count(layer, op, cost) records a kernel call that has just returned: its cost, and the wall
     // time since the previous count (the kernels run one after another, each joining its threads;
@@ -145,7 +146,9 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
                                              : cpu::attention_v1_omp(q, rows, run.rows(), kv, heads, out));
         }
     };
-    const cpu::RopeParams rope{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style};
+    // The rows' rotation angles, once for every layer (their time is counted with the embedding).
+    cpu::rope_table(batch.pos.data(), m, cpu::RopeParams{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style},
+                    ws.rope);
     const cpu::AttentionShape heads{c.n_heads, c.n_kv_heads, c.head_dim};
 
     // Token embeddings -> the residual stream x (m, d).
@@ -165,8 +168,8 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         dump_rows(name + "q", ws.q, m, q_dim);
         dump_rows(name + "k", ws.k, m, kv_dim);
         dump_rows(name + "v", ws.v, m, kv_dim);
-        count(l, Op::Rope, cpu::rope(ws.q.data(), batch.pos.data(), m, c.n_heads, rope));
-        count(l, Op::Rope, cpu::rope(ws.k.data(), batch.pos.data(), m, c.n_kv_heads, rope));
+        count(l, Op::Rope, cpu::rope(ws.q.data(), ws.rope, c.n_heads));
+        count(l, Op::Rope, cpu::rope(ws.k.data(), ws.rope, c.n_kv_heads));
         dump_rows(name + "q_rope", ws.q, m, q_dim);
         dump_rows(name + "k_rope", ws.k, m, kv_dim);
 

@@ -19,6 +19,7 @@
 #include "engine/model.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul_int.h"
+#include "kernels/cpu/ops.h"
 
 namespace ridge {
 
@@ -68,8 +69,10 @@ struct Workspace {
     cpu::QuantizedRows x_q;       // (m, k) the current matmul input as int16 (fast path)
     std::vector<int64_t> slots;    // (m) KV slot of each row
     std::vector<cpu::AttentionRow> attn_rows;  // (m) what each row may attend to
+    cpu::RopeTable rope;           // (m, rope_dim/2) cos and sin of each row's rotation angles
     std::vector<RowRun> runs;      // the batch's rows as runs (split_runs)
     std::vector<RowRun> out_runs;  // the same for the m_out rows that want logits
+    std::vector<int32_t> out_seq, out_pos;  // (m_out) those rows' sequences and positions
     int64_t n_logit_rows = 0;      // m_out of the last forward
     int n_vocab = 0;
 

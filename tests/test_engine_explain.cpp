@@ -220,9 +220,11 @@ TEST(Explain, KVCacheBytesAndMemoryToRun) {
                 const uint64_t ws_bytes =
                     sizeof(float) * (ws.x.size() + ws.x_norm.size() + ws.q.size() + ws.k.size() + ws.v.size() +
                                      ws.attn.size() + ws.attn_out.size() + ws.ffn_gate.size() + ws.ffn_up.size() +
-                                     ws.ffn_act.size() + ws.ffn_out.size() + ws.out_norm.size() + ws.logits.size()) +
+                                     ws.ffn_act.size() + ws.ffn_out.size() + ws.out_norm.size() + ws.logits.size() +
+                                     ws.rope.cos_t.size() + ws.rope.sin_t.size()) +
+                    sizeof(int32_t) * (ws.out_seq.size() + ws.out_pos.size()) +
                     sizeof(int64_t) * ws.slots.size() + sizeof(cpu::AttentionRow) * ws.attn_rows.size() +
-                    sizeof(cpu::ActBlock) * ws.x_q.blocks.size();
+                    sizeof(int16_t) * ws.x_q.q.size() + sizeof(float) * (ws.x_q.d.size() + ws.x_q.sum.size());
                 EXPECT_EQ(e.activation_bytes, ws_bytes) << path << " T " << T;
                 EXPECT_EQ(workspace_bytes(c, T, 1), ws_bytes);
                 EXPECT_EQ(e.memory_bytes(), e.weight_bytes + (kv == DType::F32 ? values * 4 : values * 2) + ws_bytes);

@@ -28,7 +28,7 @@ TEST(QuantizeRows, HandWorkedBlocks) {
     const cpu::Cost cost = cpu::quantize_rows(x.data(), 1, 96, q);
     ASSERT_EQ(q.m, 1);
     ASSERT_EQ(q.k, 96);
-    const cpu::ActBlock* b = q.row(0);
+    const cpu::ActBlock b[3] = {q.block(0, 0), q.block(0, 1), q.block(0, 2)};
     EXPECT_FLOAT_EQ(b[0].d, 1.0f);
     float sum0 = 0;
     for (int c = 0; c < 32; c++) {
@@ -43,7 +43,7 @@ TEST(QuantizeRows, HandWorkedBlocks) {
     EXPECT_FLOAT_EQ(b[2].sum, 16.0f);
     for (int c = 0; c < 32; c++) EXPECT_EQ(b[2].q[c], 32767);
     EXPECT_DOUBLE_EQ(cost.act_read, 4.0 * 96);
-    EXPECT_DOUBLE_EQ(cost.act_written, 3.0 * sizeof(cpu::ActBlock));
+    EXPECT_DOUBLE_EQ(cost.act_written, 3.0 * 72);
 }
 
 TEST(QuantizeRows, RoundingErrorIsAtMostHalfAStep) {
@@ -53,17 +53,43 @@ TEST(QuantizeRows, RoundingErrorIsAtMostHalfAStep) {
     cpu::quantize_rows(x.data(), m, k, q);
     for (int64_t i = 0; i < m; i++)
         for (int64_t c = 0; c < k; c++) {
-            const cpu::ActBlock& b = q.row(i)[c / 32];
+            const cpu::ActBlock b = q.block(i, c / 32);
             // Half a step, plus the f32 rounding of x / d (a few units in the last place of 32767).
             EXPECT_LE(std::fabs(b.d * b.q[c % 32] - x[size_t(i * k + c)]), 0.51f * b.d);
             EXPECT_LE(std::abs(int(b.q[c % 32])), 32767);
         }
 }
 
+// The AVX2 quantizer against its scalar twin: the same scales and codes (max |x| and the rounding
+// of x / d do not depend on order), sums equal up to the f32 order of addition.
+TEST(QuantizeRows, MatchesScalarTwin) {
+    for (int64_t k : {32, 96, 576, 1536}) {
+        const int64_t m = 3;
+        std::vector<float> x = test::random_floats(size_t(m * k), uint32_t(k), -5.0f, 5.0f);
+        for (int64_t c = 0; c < 32; c++) x[size_t(k + c)] = 0.0f;  // an all-zero block
+        x[5] = 1e-30f, x[6] = -3.5e4f;                            // a tiny value and a large one
+        QuantizedRows fast, twin;
+        cpu::quantize_rows(x.data(), m, k, fast);
+        cpu::quantize_rows_scalar(x.data(), m, k, twin);
+        ASSERT_EQ(fast.m, m);
+        ASSERT_EQ(fast.k, k);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t b = 0; b < k / 32; b++) {
+                const cpu::ActBlock f = fast.block(i, b), t = twin.block(i, b);
+                EXPECT_EQ(f.d, t.d) << "k " << k << " row " << i << " block " << b;
+                double abs_sum = 0;  // each order's rounding is at most 31 ulps of the running sums
+                for (int c = 0; c < 32; c++) abs_sum += std::fabs(x[size_t(i * k + b * 32 + c)]);
+                EXPECT_NEAR(f.sum, t.sum, 2 * 32 * 0x1p-24 * abs_sum) << "k " << k << " row " << i << " block " << b;
+                for (int c = 0; c < 32; c++) ASSERT_EQ(f.q[c], t.q[c]) << "k " << k << " row " << i << " block " << b;
+            }
+    }
+}
+
 TEST(QuantizeRows, RejectsRowLengthNotMultipleOf32) {
     std::vector<float> x(40);
     QuantizedRows q;
     EXPECT_THROW(cpu::quantize_rows(x.data(), 1, 40, q), Error);
+    EXPECT_THROW(cpu::quantize_rows_scalar(x.data(), 1, 40, q), Error);
 }
 
 TEST(MatmulInt, HandWorkedQ8_0ExactIntegers) {
@@ -107,7 +133,7 @@ TEST(MatmulInt, ScalarTwinWithinRoundingBoundOfF32Reference) {
             dequantize_row(t, W.view.row(j), w.data(), k);
             for (int64_t i = 0; i < m; i++) {
                 double bound = 0;
-                for (int64_t c = 0; c < k; c++) bound += std::fabs(w[size_t(c)]) * q.row(i)[c / 32].d / 2;
+                for (int64_t c = 0; c < k; c++) bound += std::fabs(w[size_t(c)]) * q.block(i, c / 32).d / 2;
                 const double err = std::fabs(double(got[size_t(i * n + j)]) - double(ref[size_t(i * n + j)]));
                 EXPECT_LE(err, bound * 1.001 + 1e-5) << dtype_name(t) << " row " << j << " x " << i;
             }
@@ -124,8 +150,10 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
         int64_t m, n, k;
     };
     // Odd row counts (the 1-row tail of the 4-row groups), odd X rows (the 1-row tail of the X
-    // pairs); the last cases are past kParallelMinWork, so OpenMP runs them.
-    const Case cases[] = {{1, 1, 32}, {1, 7, 64}, {2, 5, 96}, {3, 13, 32}, {5, 33, 160}, {1, 401, 96}, {7, 67, 576}};
+    // pairs), 1 to 3 blocks past the last whole group of 4 blocks and none; the last cases are past
+    // kParallelMinWork, so OpenMP runs them.
+    const Case cases[] = {{1, 1, 32},  {1, 7, 64},   {2, 5, 96},   {3, 13, 32},  {5, 33, 160},
+                          {2, 3, 128}, {4, 9, 256}, {1, 401, 96}, {7, 67, 576}, {1, 70, 1536}};
     uint32_t seed = 4321;
     for (const Case& cs : cases) {
         const test::OwnedWeight W = test::random_weight(t, cs.n, cs.k, seed++);
@@ -141,7 +169,7 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
         test::expect_close(got.data(), ref.data(), got.size(), 1e-4, 1e-5, "v4 " + where);
         EXPECT_DOUBLE_EQ(gc.flops, 2.0 * cs.m * cs.n * cs.k);
         EXPECT_DOUBLE_EQ(gc.bytes(), rc.bytes());
-        EXPECT_DOUBLE_EQ(gc.act_read, double(cs.m) * double(cs.k / 32) * sizeof(cpu::ActBlock));
+        EXPECT_DOUBLE_EQ(gc.act_read, double(cs.m) * double(cs.k / 32) * cpu::kActBlockBytes);
         EXPECT_DOUBLE_EQ(gc.weight_bytes, double(cs.n) * row_bytes(t, cs.k));
         // matmul() with the integer rows takes this path.
         const cpu::Cost mc = cpu::matmul(W.view, X.data(), cs.m, &q, via.data());

@@ -136,7 +136,7 @@ TEST(MatmulIntK, ScalarTwinWithinRoundingBoundOfF32Reference) {
             split_row(W.view, j, code, mn);
             for (int64_t i = 0; i < m; i++) {
                 double bound = 0;
-                for (int64_t c = 0; c < k; c++) bound += std::fabs(code[size_t(c)]) * q.row(i)[c / 32].d / 2;
+                for (int64_t c = 0; c < k; c++) bound += std::fabs(code[size_t(c)]) * q.block(i, c / 32).d / 2;
                 const double err = std::fabs(double(got[size_t(i * n + j)]) - double(ref[size_t(i * n + j)]));
                 EXPECT_LE(err, bound * 1.001 + 1e-5) << dtype_name(t) << " row " << j << " x " << i;
                 EXPECT_GT(bound, 0.0);
@@ -185,7 +185,7 @@ TEST_P(MatmulIntKTypes, V4MatchesScalarTwin) {
                 EXPECT_EQ(misses, 0) << where;
                 EXPECT_DOUBLE_EQ(gc.flops, 2.0 * double(m * n * k));
                 EXPECT_DOUBLE_EQ(gc.bytes(), rc.bytes());
-                EXPECT_DOUBLE_EQ(gc.act_read, double(m) * double(k / 32) * sizeof(cpu::ActBlock));
+                EXPECT_DOUBLE_EQ(gc.act_read, double(m) * double(k / 32) * cpu::kActBlockBytes);
                 EXPECT_DOUBLE_EQ(gc.weight_bytes, double(n) * row_bytes(t, k));
             }
 }

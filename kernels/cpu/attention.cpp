@@ -44,6 +44,17 @@ inline void load_kv(const uint8_t* pool, DType type, int64_t slot, int kv_dim, i
     }
 }
 
+// Calls f(j, slot) for the keys j = 0 .. n_keys-1 of a row in order, with one block-table lookup
+// (and one division) per KV block instead of per key.
+template <class F>
+inline void for_each_key(const AttentionRow& row, int block_size, F&& f) {
+    for (int32_t j0 = 0; j0 < row.n_keys; j0 += block_size) {
+        const int64_t base = int64_t(row.block_table[j0 / block_size]) * block_size;
+        const int32_t end = std::min(row.n_keys, j0 + block_size);
+        for (int32_t j = j0; j < end; j++) f(j, base + (j - j0));
+    }
+}
+
 AttentionCost attention_cost_rows(const AttentionRow* rows, int64_t m, const KVLayer& kv, const AttentionShape& s) {
     double n_keys = 0;
     for (int64_t i = 0; i < m; i++) n_keys += rows[i].n_keys;
@@ -178,8 +189,7 @@ AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t
             const int g = h / group;
             const AttentionRow& row = rows[i];
             const float* q_head = q + i * q_dim + h * s.head_dim;  // (head_dim)
-            for (int32_t j = 0; j < row.n_keys; j++) {
-                const int64_t slot = kv_slot(row.block_table, j, kv.block_size);
+            for_each_key(row, kv.block_size, [&](int32_t j, int64_t slot) {
                 const float* key;  // (head_dim)
                 if (f32) {
                     key = reinterpret_cast<const float*>(kv.k) + slot * kv.kv_dim + g * s.head_dim;
@@ -191,12 +201,11 @@ AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t
 #pragma omp simd reduction(+ : dot)
                 for (int c = 0; c < s.head_dim; c++) dot += q_head[c] * key[c];
                 scores[j] = dot * scale;
-            }
+            });
             softmax_v1(scores.data(), row.n_keys);
             float* out_head = out + i * q_dim + h * s.head_dim;  // (head_dim)
             std::fill(out_head, out_head + s.head_dim, 0.0f);
-            for (int32_t j = 0; j < row.n_keys; j++) {
-                const int64_t slot = kv_slot(row.block_table, j, kv.block_size);
+            for_each_key(row, kv.block_size, [&](int32_t j, int64_t slot) {
                 const float* value;  // (head_dim)
                 if (f32) {
                     value = reinterpret_cast<const float*>(kv.v) + slot * kv.kv_dim + g * s.head_dim;
@@ -207,7 +216,7 @@ AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t
                 const float p = scores[j];
 #pragma omp simd
                 for (int c = 0; c < s.head_dim; c++) out_head[c] += p * value[c];
-            }
+            });
         }
     }
     return attention_cost_rows(rows, m, kv, s);

@@ -11,7 +11,9 @@
 // still differs from the f32 path by the rounding of x (at most d_x / 2 per element); ridge's
 // --exact selects the f32 path instead (see engine/model.h).
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "kernels/cpu/cost.h"
@@ -19,23 +21,48 @@
 
 namespace ridge::cpu {
 
-struct ActBlock {
-    float d;        // scale: x ~ d * q
-    float sum;      // sum of the block's 32 original f32 values
-    int16_t q[32];  // (32) codes in [-32767, 32767]
+// A vector allocator whose storage starts on a 64-byte boundary (a cache line), so that the
+// kernels' 32-byte loads of codes never straddle two lines.
+template <class T>
+struct CacheLineAllocator {
+    using value_type = T;
+    CacheLineAllocator() = default;
+    template <class U>
+    CacheLineAllocator(const CacheLineAllocator<U>&) {}
+    T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+    void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+    bool operator==(const CacheLineAllocator&) const { return true; }
 };
-inline constexpr double kActBlockBytes = sizeof(ActBlock);  // 72 bytes per 32 activations
 
-// m rows of k activations as ActBlocks, row-major: row i is blocks [i * k/32, (i+1) * k/32).
+// One quantized block of 32 activations: x[c] ~ d * q[c], and the sum of the 32 original values.
+struct ActBlock {
+    float d;
+    float sum;
+    const int16_t* q;  // (32) codes in [-32767, 32767]
+};
+inline constexpr double kActBlockBytes = 32 * sizeof(int16_t) + 2 * sizeof(float);  // 72 bytes per block
+
+// m rows of k activations in blocks of 32, as three arrays (codes, scales, sums) so that a kernel
+// loads 16 codes, or the scales of 4 consecutive blocks, as one vector.
 struct QuantizedRows {
-    std::vector<ActBlock> blocks;
+    std::vector<int16_t, CacheLineAllocator<int16_t>> q;  // (m, k) codes
+    std::vector<float> d;                                  // (m, k/32) block scales
+    std::vector<float> sum;                                // (m, k/32) block sums
     int64_t m = 0, k = 0;
-    const ActBlock* row(int64_t i) const { return blocks.data() + i * (k / 32); }
+    // Room for m rows of k without reallocating.
+    void reserve(int64_t rows, int64_t len);
+    const int16_t* codes(int64_t i) const { return q.data() + i * k; }
+    const float* scales(int64_t i) const { return d.data() + i * (k / 32); }
+    const float* sums(int64_t i) const { return sum.data() + i * (k / 32); }
+    ActBlock block(int64_t i, int64_t b) const { return {scales(i)[b], sums(i)[b], codes(i) + b * 32}; }
 };
 
 // X (m, k) f32 -> out (reusing its storage). k must be a multiple of 32.
 // Cost: 3 FLOPs per element (max, scale, sum); reads 4*m*k bytes, writes m*k/32 blocks.
+// quantize_rows is the AVX2 path (when built with it); quantize_rows_scalar its twin: the same
+// scales and codes, and sums that differ only in the f32 order of addition.
 Cost quantize_rows(const float* X, int64_t m, int64_t k, QuantizedRows& out);
+Cost quantize_rows_scalar(const float* X, int64_t m, int64_t k, QuantizedRows& out);
 Cost quantize_rows_cost(int64_t m, int64_t k);
 
 // The weight types with an integer kernel (Q4_0, Q4_1, Q8_0; v4 also needs AVX2).
@@ -47,8 +74,11 @@ bool int_simd_types(DType t);
 Cost matmul_int_cost(const TensorView& W, int64_t m);
 // The scalar twin: each block's integer dot product in int64, scaled and summed in double.
 Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
-// AVX2 (+VNNI): OpenMP static over groups of 4 weight rows; each group's rows are read once and
-// serve every row of X (2 at a time, so each decoded weight block serves both).
+// AVX2 (+VNNI): OpenMP static over weight rows (one per pass for a single row of X, the decode
+// case; groups of 4 otherwise, each read once for every row of X, 2 X rows at a time). Blocks go 4
+// at a time: their 4 int32 vectors are folded into one, converted to f32 once and scaled by the 4
+// blocks' d_w * d_x with one FMA, so the per-block overhead (scales, conversion) is shared; each
+// weight stream is prefetched 1 KiB ahead.
 Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y);
 
 // K-quant weights on the same rows (matmul_int_k.cpp): Q4_K and Q6_K super-blocks of 256, each

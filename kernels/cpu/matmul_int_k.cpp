@@ -31,8 +31,8 @@ void check(const TensorView& W, const QuantizedRows& X, const char* who) {
         throw Error(std::string(who) + ": weight '" + W.name + "' of shape " + shape_str(W.shape) +
                     " does not take rows of " + std::to_string(X.k) + " activations (a multiple of " +
                     std::to_string(QK_K) + ")");
-    if (int64_t(X.blocks.size()) < X.m * (X.k / 32))
-        throw Error(std::string(who) + ": quantized input holds " + std::to_string(X.blocks.size()) +
+    if (int64_t(X.d.size()) < X.m * (X.k / 32))
+        throw Error(std::string(who) + ": quantized input holds " + std::to_string(X.d.size()) +
                     " blocks, not the " + std::to_string(X.m * (X.k / 32)) + " of " + std::to_string(X.m) +
                     " rows of " + std::to_string(X.k));
 }
@@ -41,7 +41,7 @@ void check(const TensorView& W, const QuantizedRows& X, const char* who) {
 
 // Q4_K super-block `blk` against its 8 ActBlocks x[0..8): the exact integer sums in int64,
 // scaled and summed in double.
-double dot_q4_K(const block_q4_K& blk, const ActBlock* x) {
+double dot_q4_K(const block_q4_K& blk, const ActBlock* x) {  // x: (8) blocks
     const double d = fp16_to_fp32(blk.d), dmin = fp16_to_fp32(blk.dmin);
     double acc = 0.0;
     for (int j = 0; j < kSubBlocks; j++) {  // sub-block j: elements 32j..32j+32 = ActBlock j
@@ -57,7 +57,7 @@ double dot_q4_K(const block_q4_K& blk, const ActBlock* x) {
 }
 
 // Q6_K super-block against its 8 ActBlocks: 16 groups of 16 elements, each with an int8 scale.
-double dot_q6_K(const block_q6_K& blk, const ActBlock* x) {
+double dot_q6_K(const block_q6_K& blk, const ActBlock* x) {  // x: (8) blocks
     const double d = fp16_to_fp32(blk.d);
     double acc = 0.0;
     for (int g = 0; g < QK_K / 16; g++) {  // group g: elements 16g..16g+16, half of ActBlock g/2
@@ -93,30 +93,24 @@ struct XRow {
     const float* sum;  // (k/32) ActBlock sums
 };
 
+// X's codes rearranged to lane order; the scales and sums are read from X as they are.
 struct XPrepared {
-    std::vector<int16_t> q;   // (m, k)
-    std::vector<float> d;     // (m, k/32)
-    std::vector<float> sum;   // (m, k/32)
-    int64_t k = 0;
-    XRow row(int64_t i) const { return {q.data() + i * k, d.data() + i * (k / 32), sum.data() + i * (k / 32)}; }
+    std::vector<int16_t, CacheLineAllocator<int16_t>> q;  // (m, k)
+    const QuantizedRows* x = nullptr;
+    XRow row(int64_t i) const { return {q.data() + i * x->k, x->scales(i), x->sums(i)}; }
 };
 
 XPrepared prepare(const QuantizedRows& X) {
     XPrepared p;
     const int64_t nb = X.m * (X.k / 32);
-    p.k = X.k;
+    p.x = &X;
     p.q.resize(size_t(nb * 32));
-    p.d.resize(size_t(nb));
-    p.sum.resize(size_t(nb));
     for (int64_t b = 0; b < nb; b++) {
-        const ActBlock& a = X.blocks[size_t(b)];
-        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));       // 0..15
-        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 16));  // 16..31
+        const __m256i* in = reinterpret_cast<const __m256i*>(X.q.data() + b * 32);
+        const __m256i lo = _mm256_load_si256(in), hi = _mm256_load_si256(in + 1);  // 0..15, 16..31
         __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + b * 32);
-        _mm256_storeu_si256(out, _mm256_permute2x128_si256(lo, hi, 0x20));      // 0..7, 16..23
-        _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(lo, hi, 0x31));  // 8..15, 24..31
-        p.d[size_t(b)] = a.d;
-        p.sum[size_t(b)] = a.sum;
+        _mm256_store_si256(out, _mm256_permute2x128_si256(lo, hi, 0x20));      // 0..7, 16..23
+        _mm256_store_si256(out + 1, _mm256_permute2x128_si256(lo, hi, 0x31));  // 8..15, 24..31
     }
     return p;
 }
@@ -265,7 +259,8 @@ Cost matmul_int_k_scalar(const TensorView& W, const QuantizedRows& X, float* Y) 
         for (int64_t i = 0; i < X.m; i++) {
             double acc = 0.0;
             for (int64_t s = 0; s < nsb; s++) {
-                const ActBlock* x = X.row(i) + s * kSubBlocks;
+                ActBlock x[kSubBlocks];
+                for (int j = 0; j < kSubBlocks; j++) x[j] = X.block(i, s * kSubBlocks + j);
                 if (W.type == DType::Q4_K)
                     acc += dot_q4_K(reinterpret_cast<const block_q4_K*>(W.row(j))[s], x);
                 else

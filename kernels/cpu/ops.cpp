@@ -2,10 +2,12 @@
 // then the version the engine calls.
 #include "kernels/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/simd.h"
 #include "weights/error.h"
 #include "weights/quant.h"
 
@@ -151,24 +153,35 @@ Cost rope_v0_scalar(float* x, const int32_t* pos, int64_t m, int n_heads, const 
     return rope_cost(m, n_heads, p);
 }
 
-Cost rope_v1_omp(float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p) {
+void rope_table(const int32_t* pos, int64_t m, const RopeParams& p, RopeTable& t) {
     check_rope(p);
     const int n_pairs = p.rope_dim / 2;
-    const int64_t row_len = int64_t(n_heads) * p.head_dim;
-#pragma omp parallel if (m > 1 && double(m) * n_heads * p.rope_dim >= kParallelMinWork)
-    {
-        std::vector<float> cos_t(static_cast<size_t>(n_pairs)), sin_t(static_cast<size_t>(n_pairs));  // (rope_dim/2) this row's
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < m; r++) {
-            for (int i = 0; i < n_pairs; i++) {
-                const double t = rope_angle(pos[r], i, p.rope_dim, p.freq_base);
-                cos_t[i] = float(std::cos(t));
-                sin_t[i] = float(std::sin(t));
-            }
-            rope_row(x + r * row_len, n_heads, p, cos_t.data(), sin_t.data());
+    t.p = p;
+    t.m = m;
+    t.cos_t.resize(size_t(m * n_pairs));
+    t.sin_t.resize(size_t(m * n_pairs));
+    for (int64_t r = 0; r < m; r++)
+        for (int i = 0; i < n_pairs; i++) {
+            const double a = rope_angle(pos[r], i, p.rope_dim, p.freq_base);
+            t.cos_t[size_t(r * n_pairs + i)] = float(std::cos(a));
+            t.sin_t[size_t(r * n_pairs + i)] = float(std::sin(a));
         }
-    }
-    return rope_cost(m, n_heads, p);
+}
+
+Cost rope_with_table(float* x, const RopeTable& t, int n_heads) {
+    const RopeParams& p = t.p;
+    const int n_pairs = p.rope_dim / 2;
+    const int64_t row_len = int64_t(n_heads) * p.head_dim;
+#pragma omp parallel for schedule(static) if (t.m > 1 && double(t.m) * n_heads * p.rope_dim >= kParallelMinWork)
+    for (int64_t r = 0; r < t.m; r++)
+        rope_row(x + r * row_len, n_heads, p, t.cos_t.data() + r * n_pairs, t.sin_t.data() + r * n_pairs);
+    return rope_cost(t.m, n_heads, p);
+}
+
+Cost rope_v1_omp(float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p) {
+    RopeTable t;
+    rope_table(pos, m, p, t);
+    return rope_with_table(x, t, n_heads);
 }
 
 // ---- softmax ----------------------------------------------------------------------------
@@ -198,10 +211,32 @@ Cost softmax_v1(float* x, int64_t n) {
     float max_x = x[0];
     for (int64_t c = 1; c < n; c++) max_x = std::max(max_x, x[c]);
     double sum = 0.0;  // a double sum keeps long rows (a vocabulary) accurate to ~1e-7
+#if RIDGE_CPU_SIMD
+    // simd::exp8, 8 at a time; the last partial vector through a padded copy (as swiglu).
+    __m256d sum4 = _mm256_setzero_pd();
+    for (int64_t c = 0; c < n; c += 8) {
+        const int64_t len = std::min<int64_t>(8, n - c);
+        float x8[8] = {};
+        std::copy(x + c, x + c + len, x8);
+        const __m256 e = simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(x8), _mm256_set1_ps(max_x)));
+        if (len == 8) {
+            _mm256_storeu_ps(x + c, e);
+            sum4 = _mm256_add_pd(sum4, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(e)),
+                                                      _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1))));
+        } else {
+            _mm256_storeu_ps(x8, e);
+            for (int64_t j = 0; j < len; j++) x[c + j] = x8[j], sum += x8[j];
+        }
+    }
+    double s4[4];
+    _mm256_storeu_pd(s4, sum4);
+    sum += (s4[0] + s4[1]) + (s4[2] + s4[3]);
+#else
     for (int64_t c = 0; c < n; c++) {
         x[c] = std::exp(x[c] - max_x);
         sum += x[c];
     }
+#endif
     const float inv_sum = float(1.0 / sum);
     for (int64_t c = 0; c < n; c++) x[c] *= inv_sum;
     return softmax_cost(n);
@@ -226,11 +261,28 @@ Cost swiglu_v0_scalar(const float* gate, const float* up, int64_t n, float* out)
 }
 
 Cost swiglu_v1_omp(const float* gate, const float* up, int64_t n, float* out) {
+#if RIDGE_CPU_SIMD
+    // 8 elements at a time with simd::exp8; the last partial vector goes through a zero-padded copy,
+    // so every element gets the same arithmetic wherever it falls.
+    const int64_t nv = (n + 7) / 8;
+#pragma omp parallel for schedule(static) if (double(n) >= kParallelMinWork)
+    for (int64_t v = 0; v < nv; v++) {
+        const int64_t c = v * 8, len = std::min<int64_t>(8, n - c);
+        float g8[8] = {}, u8[8] = {}, o8[8];
+        const bool whole = len == 8;
+        if (!whole) std::copy(gate + c, gate + c + len, g8), std::copy(up + c, up + c + len, u8);
+        const __m256 g = _mm256_loadu_ps(whole ? gate + c : g8), u = _mm256_loadu_ps(whole ? up + c : u8);
+        const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), simd::exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+        _mm256_storeu_ps(whole ? out + c : o8, _mm256_mul_ps(silu, u));
+        if (!whole) std::copy(o8, o8 + len, out + c);
+    }
+#else
 #pragma omp parallel for schedule(static) if (double(n) >= kParallelMinWork)
     for (int64_t c = 0; c < n; c++) {
         const float g = gate[c];
         out[c] = g / (1.0f + std::exp(-g)) * up[c];
     }
+#endif
     return swiglu_cost(n);
 }
 

@@ -5,6 +5,7 @@
 // is also a function of its own (`*_cost`), so planners (ridge explain) use the kernels' numbers.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/cost.h"
 #include "weights/config.h"
@@ -55,6 +56,18 @@ Cost rope_v1_omp(float* x, const int32_t* pos, int64_t m, int n_heads, const Rop
 inline Cost rope(float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p) {
     return rope_v1_omp(x, pos, m, n_heads, p);
 }
+// The cos and sin of every angle of m rows (rope_angle of pos[r] and pair i, rounded to f32 once):
+// a forward pass builds it once and every layer's q and k rotate by it, instead of recomputing
+// rope_dim/2 sines and cosines per row, head and layer. rope_v1_omp is exactly build + rotate.
+struct RopeTable {
+    RopeParams p;
+    int64_t m = 0;
+    std::vector<float> cos_t, sin_t;  // (m, rope_dim/2)
+};
+void rope_table(const int32_t* pos, int64_t m, const RopeParams& p, RopeTable& t);
+// Same contract and cost as rope_v1_omp for the table's rows and params.
+Cost rope_with_table(float* x, const RopeTable& t, int n_heads);
+inline Cost rope(float* x, const RopeTable& t, int n_heads) { return rope_with_table(x, t, n_heads); }
 
 // ---- softmax ----------------------------------------------------------------------------
 // Contract: x[c] <- exp(x[c] - max x) / sum_c exp(x[c] - max x), in place. x: (n), n >= 1.

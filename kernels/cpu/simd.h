@@ -17,12 +17,32 @@ namespace ridge::cpu::simd {
 // IEEE half bits -> float, exact (the same value as weights/blocks.h fp16_to_fp32).
 inline float f16(uint16_t h) { return _cvtsh_ss(h); }
 
-// The sum of the 8 lanes.
-inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+// The sum of the 4 lanes.
+inline float hsum4(__m128 s) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+// The sum of the 8 lanes.
+inline float hsum8(__m256 v) { return hsum4(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))); }
+
+// e^x in each of 8 lanes, within a few units in the last place of std::exp for x in
+// [-87.3, 88.3]; 0 below (where e^x is at most a subnormal), e^88.3 above (finite).
+// x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n ln2 is exact), e^r by its Taylor series to
+// r^7 (truncation below 1e-8 relative), times 2^n built in the exponent bits. Each lane depends on
+// its own x only.
+inline __m256 exp8(__m256 x) {
+    const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+    const __m256i two_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(two_n)));
 }
 
 // acc + 8 int32 lanes, each a[2l] b[2l] + a[2l+1] b[2l+1] of 16 signed 16-bit lanes (AVX-VNNI's
