@@ -196,7 +196,7 @@ TEST(MatmulInt, KQuantsTakeTheirIntegerKernelBelowTheTiledThreshold) {
             if (m < cpu::kTiledMinRows)
                 cpu::matmul_v4_int_k(W.view, q, want.data());
             else
-                cpu::matmul_v5_tiled(W.view, X.data(), m, want.data());
+                cpu::matmul_v6_packed(W.view, X.data(), m, want.data());
             cpu::matmul(W.view, X.data(), m, &q, got.data());
             EXPECT_EQ(got, want) << dtype_name(t) << " m " << m;
         }

@@ -17,13 +17,6 @@
 
 namespace ridge::cpu {
 
-namespace {
-
-struct Dims {
-    int64_t k;  // row length (inputs)
-    int64_t n;  // rows (outputs)
-};
-
 Dims check_weight(const TensorView& W, const char* who) {
     if (W.shape.empty() || W.shape.size() > 2 || W.data == nullptr)
         throw Error(std::string(who) + ": weight '" + W.name + "' must be a 2-D tensor, has shape " +
@@ -35,6 +28,8 @@ Dims check_weight(const TensorView& W, const char* who) {
                     std::to_string(block_elems(W.type)));
     return d;
 }
+
+namespace {
 
 // sum a[i]*b[i] in f32; the loop is written so the compiler vectorizes it.
 inline float dot_f32(const float* a, const float* b, int64_t n) {
@@ -300,7 +295,9 @@ void dequantize_rows_v3(const TensorView& W, int64_t j0, int64_t rows, int64_t k
 }
 #endif  // RIDGE_MATMUL_V3
 
-// Rows [j0, j0 + rows) of W as f32 into out (rows, k): the v3 decoders where they apply.
+
+}  // namespace
+
 void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, float* out) {
 #if RIDGE_MATMUL_V3
     switch (W.type) {
@@ -314,8 +311,6 @@ void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, f
 #endif
     for (int64_t r = 0; r < rows; r++) dequantize_row(W.type, W.row(j0 + r), out + r * k, k);
 }
-
-}  // namespace
 
 Cost matmul_cost(const TensorView& W, int64_t m) {
     const double k = double(W.ne(0)), n = double(W.ne(1));
@@ -455,7 +450,7 @@ Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
     if (!can_dequantize(W.type))
         throw Error("matmul: weight '" + W.name + "' has type " + std::string(dtype_name(W.type)) +
                     ", which ridge cannot multiply");
-    return matmul_v5_tiled(W, X, m, Y);
+    return matmul_v6_packed(W, X, m, Y);
 }
 
 Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {
@@ -475,6 +470,7 @@ const std::vector<MatmulVariant>& matmul_variants() {
         {"v2_eigen", matmul_v2_eigen, only_f32},
         {"v3_simd", matmul_v3_simd, v3_types},
         {"v5_tiled", matmul_v5_tiled, any_loadable},
+        {"v6_packed", matmul_v6_packed, any_loadable},
     };
     return variants;
 }

@@ -15,10 +15,15 @@
 //   v5_tiled   prefill: OpenMP over tiles of kTileRows weight rows, each dequantized once into an
 //              f32 tile (v3's decoders where they apply) that Eigen's GEMM multiplies by all m rows
 //              of X. Any loadable type; f32 arithmetic as v0.
+//   v6_packed  prefill as a hand-written GEMM (matmul_packed.cpp): X packed once into panels of 6
+//              rows, OpenMP over panels of 16 weight rows, each dequantized once and packed, and a
+//              6 x 16 register tile of f32 FMAs. Any loadable type; each element one FMA chain
+//              over k in order, whatever m is.
 // matmul() picks the variant: below kTiledMinRows rows of X it takes matmul_rows (the row-exact
 // kernels: v4_int / v4_int_k given X as 16-bit integers (matmul_int.h), else v3 where the CPU has it,
-// else v1); from kTiledMinRows on it takes matmul_tiled (v5, or v2 for F32 weights). Decode (m = 1)
-// is the same call (matvec).
+// else v1); from kTiledMinRows on it takes matmul_tiled (v6, or v2 for F32 weights, used in place).
+// Decode (m = 1) is the same call (matvec). v5 stays as the Eigen baseline v6 is measured against
+// (SmolLM2 pp512, 2 threads: v6 520-560 t/s, its matmuls ~145 GFLOP/s; v5 290-315 t/s, ~72).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -48,8 +53,9 @@ Cost matmul_cost(const TensorView& W, int64_t m, bool int_input);
 //     whatever m is and whichever rows are beside it, bit for bit (tested). v4_int / v4_int_k with
 //     Xq where the type has an integer kernel, else v3 (F32, F16, BF16 row by row; Q4_0, Q4_1,
 //     Q8_0 blocks), else v1. For decode rows and short prompts.
-//   matmul_tiled: v5 (v2 for F32 weights), for m >= kTiledMinRows rows of one prompt; its rounding
-//     depends on m (the GEMM's blocking), so a prompt chunk must be cut the same way to repeat.
+//   matmul_tiled: v6 (v2 for F32 weights), for m >= kTiledMinRows rows of one prompt. v6 rounds each
+//     row the same whatever m is; v2's Eigen GEMM does not (its blocking follows the sizes), so a
+//     prompt chunk is always cut the same way to repeat.
 Cost matmul_rows(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y);
 Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y);
 
@@ -64,10 +70,22 @@ Cost matmul_v1_rows(const TensorView& W, const float* X, int64_t m, float* Y);
 Cost matmul_v2_eigen(const TensorView& W, const float* X, int64_t m, float* Y);  // F32 W only
 Cost matmul_v3_simd(const TensorView& W, const float* X, int64_t m, float* Y);   // see above
 Cost matmul_v5_tiled(const TensorView& W, const float* X, int64_t m, float* Y);  // see above
+Cost matmul_v6_packed(const TensorView& W, const float* X, int64_t m, float* Y); // see above
 
-// Weight rows per v5 tile, and the rows of X from which matmul() takes v5: below it the tile's
-// dequantization costs more than the GEMM saves (measured on SmolLM2's 1536x576 Q4_1 matrices:
-// v4_int 50 GFLOP/s at m = 8, v5 46 at m = 8, 65 at m = 16, 165 at m = 128; 2 threads).
+// Helpers the variants share. check_weight: W's dims, or a one-line ridge::Error naming `who` when
+// W is not a 2-D tensor whose rows are whole blocks. dequantize_rows: rows [j0, j0 + rows) of W as
+// f32 into out (rows, k), through the v3 decoders where they apply.
+struct Dims {
+    int64_t k;  // row length (inputs)
+    int64_t n;  // rows (outputs)
+};
+Dims check_weight(const TensorView& W, const char* who);
+void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, float* out);
+
+// Weight rows per v5 tile, and the rows of X from which matmul() takes the tiled path: below it the
+// tile's dequantization costs more than the GEMM saves (measured with v5 on SmolLM2's 1536x576 Q4_1
+// matrices: v4_int 50 GFLOP/s at m = 8, v5 46 at m = 8, 65 at m = 16, 165 at m = 128; 2 threads;
+// not re-measured for v6).
 inline constexpr int64_t kTileRows = 32;
 inline constexpr int64_t kTiledMinRows = 10;
 

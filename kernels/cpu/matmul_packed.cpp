@@ -1,0 +1,112 @@
+// v6_packed (see matmul.h): prefill as a hand-written GEMM, Y (m, n) = X (m, k) . W^T.
+//
+//   X is packed once per call into panels of kMr = 6 rows, column by column (xp[c*6 + r]).
+//   OpenMP splits W into panels of kNr = 16 rows; each is dequantized once, packed the same way
+//   (wp[c*16 + j]) and multiplied by every X panel with a 6 x 16 register tile: per column c, two
+//   vectors of 8 weights, six broadcast activations, twelve FMAs into twelve accumulators (the 12
+//   independent chains keep both FMA units busy through their latency).
+//
+// Every output element is a single FMA chain over c = 0 .. k-1 in order, so its rounding does not
+// depend on m, on the panel it falls in, or on the other rows: unlike a library GEMM, whose blocking
+// changes with the sizes.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/simd.h"
+
+namespace ridge::cpu {
+
+namespace {
+
+constexpr int kMr = 6;   // rows of X per panel (register tile height)
+constexpr int kNr = 16;  // weight rows per panel (register tile width: two vectors of 8)
+
+// X rows [i0, i0 + kMr) -> xp (k, kMr): xp[c * kMr + r] = X[i0 + r][c], rows past m as zeros.
+void pack_x(const float* X, int64_t m, int64_t k, int64_t i0, float* xp) {
+    for (int r = 0; r < kMr; r++) {
+        const float* x = X + (i0 + r) * k;
+        for (int64_t c = 0; c < k; c++) xp[c * kMr + r] = i0 + r < m ? x[c] : 0.0f;
+    }
+}
+
+// rows (<= kNr) f32 weight rows w (rows, k) -> wp (k, kNr): wp[c * kNr + j] = w[j][c], zeros past rows.
+void pack_w(const float* w, int64_t rows, int64_t k, float* wp) {
+    for (int64_t j = 0; j < kNr; j++)
+        for (int64_t c = 0; c < k; c++) wp[c * kNr + j] = j < rows ? w[j * k + c] : 0.0f;
+}
+
+#if RIDGE_CPU_SIMD
+// y[r][j] = sum_c xp[c][r] * wp[c][j] for r < rows, j < cols; y has row stride ldy.
+inline void tile(const float* xp, const float* wp, int64_t k, float* y, int64_t ldy, int rows, int cols) {
+    __m256 acc[kMr][2];
+    for (int r = 0; r < kMr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < k; c++) {
+        const __m256 w0 = _mm256_loadu_ps(wp + c * kNr), w1 = _mm256_loadu_ps(wp + c * kNr + 8);
+        for (int r = 0; r < kMr; r++) {
+            const __m256 x = _mm256_broadcast_ss(xp + c * kMr + r);
+            acc[r][0] = _mm256_fmadd_ps(x, w0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(x, w1, acc[r][1]);
+        }
+    }
+    // All 6 rows out through a buffer with fixed indices (a loop to `rows` over acc would make the
+    // compiler keep acc in memory, storing all 12 accumulators on every step of c).
+    float out[kMr][kNr];
+    for (int r = 0; r < kMr; r++) {
+        _mm256_storeu_ps(out[r], acc[r][0]);
+        _mm256_storeu_ps(out[r] + 8, acc[r][1]);
+    }
+    for (int r = 0; r < rows; r++) std::copy(out[r], out[r] + cols, y + r * ldy);
+}
+#else
+// The same arithmetic without AVX2: one fmaf chain per element over c in order.
+inline void tile(const float* xp, const float* wp, int64_t k, float* y, int64_t ldy, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) {
+            float acc = 0.0f;
+            for (int64_t c = 0; c < k; c++) acc = std::fma(xp[c * kMr + r], wp[c * kNr + j], acc);
+            y[r * ldy + j] = acc;
+        }
+}
+#endif
+
+}  // namespace
+
+Cost matmul_v6_packed(const TensorView& W, const float* X, int64_t m, float* Y) {
+    const Dims d = check_weight(W, "matmul_v6_packed");
+    const int64_t k = d.k, n = d.n;
+    const int64_t x_panels = (m + kMr - 1) / kMr, w_panels = (n + kNr - 1) / kNr;
+    // The packed X is shared by the threads; kept between calls so a prompt chunk's matmuls do not
+    // each map and fault in a few MB.
+    static thread_local std::vector<float> xp;
+    if (xp.size() < size_t(x_panels * kMr * k)) xp.resize(size_t(x_panels * kMr * k));
+    float* xp_data = xp.data();
+    const double work = double(m) * double(n) * double(k);
+#pragma omp parallel if (work >= kParallelMinWork)
+    {
+#pragma omp for schedule(static)
+        for (int64_t p = 0; p < x_panels; p++) pack_x(X, m, k, p * kMr, xp_data + p * kMr * k);
+        // (the implicit barrier: every X panel is packed before any tile reads it)
+        std::vector<float> w_rows(W.type == DType::F32 ? 0 : size_t(kNr * k));  // (kNr, k) dequantized
+        std::vector<float> wp(size_t(kNr * k));                                  // (k, kNr) packed
+#pragma omp for schedule(static)
+        for (int64_t q = 0; q < w_panels; q++) {
+            const int64_t j0 = q * kNr, rows = std::min<int64_t>(kNr, n - j0);
+            const float* w = reinterpret_cast<const float*>(W.row(j0));
+            if (W.type != DType::F32) {
+                dequantize_rows(W, j0, rows, k, w_rows.data());
+                w = w_rows.data();
+            }
+            pack_w(w, rows, k, wp.data());
+            for (int64_t p = 0; p < x_panels; p++) {
+                const int64_t i0 = p * kMr;
+                tile(xp_data + p * kMr * k, wp.data(), k, Y + i0 * n + j0, n, int(std::min<int64_t>(kMr, m - i0)),
+                     int(rows));
+            }
+        }
+    }
+    return matmul_cost(W, m);
+}
+
+}  // namespace ridge::cpu
