@@ -135,7 +135,7 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         }
     };
     // Attention run by run: a tiled run (one prompt chunk) through the blocked kernel, row-exact
-    // runs row by row.
+    // runs through the split kernel (each row over its own keys, blocks in parallel).
     auto attend = [&](int layer, const cpu::KVLayer& kv, const cpu::AttentionShape& heads) {
         const int64_t q_stride = int64_t(heads.n_heads) * heads.head_dim;
         for (const RowRun& run : ws.runs) {
@@ -143,7 +143,7 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
             const cpu::AttentionRow* rows = ws.attn_rows.data() + run.begin;
             float* out = ws.attn.data() + run.begin * q_stride;
             count_attention(layer, run.tiled ? cpu::attention(q, rows, run.rows(), kv, heads, out)
-                                             : cpu::attention_v1_omp(q, rows, run.rows(), kv, heads, out));
+                                             : cpu::attention_v3_split(q, rows, run.rows(), kv, heads, out));
         }
     };
     // The rows' rotation angles, once for every layer (their time is counted with the embedding).

@@ -188,10 +188,13 @@ INSTANTIATE_TEST_SUITE_P(Prompts, SmolLM2Prompt, ::testing::Range(0, 5), [](cons
     return fixture().goldens["prompts"][size_t(info.param)]["name"].get<std::string>();
 });
 
-// Prefill and decode take different kernels: dequantized f32 tiles through Eigen's GEMM in prefill;
-// in decode v3 (exact path: f32, d * (q . x) + m * sum x per block) or 16-bit integer activations
-// (fast path). SmolLM2's 30 layers amplify last-bit differences to ~1e-4 of max|logit|, so both
-// are held to the reference comparison's tolerance; a caching bug would be off by O(1).
+// Prefill and decode take different kernels: dequantized f32 weights through the packed GEMM in
+// prefill; in decode v3 (exact path: f32, d * (q . x) + m * sum x per block) or 16-bit integer
+// activations (fast path), and split attention. SmolLM2's 30 layers amplify last-bit differences:
+// measured at most 2.4e-4 of max|logit| on the exact path, which is held to the reference
+// comparison's tolerance, and up to 1.0e-3 on the fast path (x rounded to 16 bits in every matmul),
+// held to twice it. A caching bug would be off by O(1); the fast path's accuracy itself is held by
+// FastPathAgreesWithExactPath below.
 TEST(SmolLM2, PrefillAndDecodeGiveTheSameLogits) {
     const Fixture& f = fixture();
     std::vector<int32_t> ids = f.goldens["prompts"][0]["ids"].get<std::vector<int32_t>>();
@@ -208,7 +211,7 @@ TEST(SmolLM2, PrefillAndDecodeGiveTheSameLogits) {
             float max_abs = 0;
             for (int v = 0; v < V; v++) max_abs = std::max(max_abs, std::fabs(whole[t * V + v]));
             test::expect_close(decode.data() + t * V, whole.data() + t * V, size_t(V),
-                               kRelTol * max_abs, 0,
+                               (m->exact ? 1 : 2) * kRelTol * max_abs, 0,
                                (m->exact ? "exact" : "fast") + std::string(" position ") + std::to_string(t));
         }
     }

@@ -36,7 +36,7 @@ using AttnFn = cpu::AttentionCost (*)(const float*, const cpu::AttentionRow*, in
                              const cpu::AttentionShape&, float*);
 const std::vector<std::pair<std::string, AttnFn>> kVariants = {
     {"v0_scalar", cpu::attention_v0_scalar}, {"v1_omp", cpu::attention_v1_omp},
-    {"v2_blocked", cpu::attention_v2_blocked}};  // one-row cases are a chunk of one
+    {"v2_blocked", cpu::attention_v2_blocked}, {"v3_split", cpu::attention_v3_split}};  // one-row cases are a chunk of one
 
 TEST(Attention, OneKeyGivesItsValue) {
     for (DType t : {DType::F32, DType::F16}) {
@@ -179,6 +179,16 @@ TEST(Attention, PagedMatchesDenseOnRandomSequences) {
             const double kv_bytes = n_keys * s.n_kv_heads * s.head_dim * (t == DType::F16 ? 2.0 : 4.0);
             EXPECT_DOUBLE_EQ(c.scores.kv_read, kv_bytes) << name;  // every visible key once
             EXPECT_DOUBLE_EQ(c.mix.kv_read, kv_bytes) << name;     // every visible value once
+        }
+        // v3 (decode rows): each row alone (at most 6 blocks: tasks of one KV head) gives exactly
+        // what it gives among all five (13 blocks: tasks of whole blocks).
+        std::vector<float> together(size_t(m * q_dim));
+        cpu::attention_v3_split(q.data(), rows.data(), m, pool.layer, s, together.data());
+        for (int64_t i = 0; i < m; i++) {
+            std::vector<float> alone(static_cast<size_t>(q_dim));
+            cpu::attention_v3_split(q.data() + i * q_dim, &rows[size_t(i)], 1, pool.layer, s, alone.data());
+            for (int c = 0; c < q_dim; c++)
+                ASSERT_EQ(alone[size_t(c)], together[size_t(i * q_dim + c)]) << "row " << i << " element " << c;
         }
     }
 }

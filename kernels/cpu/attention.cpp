@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/f16.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd.h"
 #include "weights/error.h"
 
 namespace ridge::cpu {
@@ -217,6 +218,125 @@ AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t
 #pragma omp simd
                 for (int c = 0; c < s.head_dim; c++) out_head[c] += p * value[c];
             });
+        }
+    }
+    return attention_cost_rows(rows, m, kv, s);
+}
+
+namespace {
+// v3_split tasks take all KV heads of a block from this many blocks on, one KV head below.
+constexpr int64_t kSplitHeadsBelowBlocks = 8;
+
+// x[j] <- e^(x[j] - mx) for j < n (simd::exp8 where the build has it); returns their sum.
+float exp_shifted(float* x, int n, float mx) {
+    float sum = 0.0f;
+#if RIDGE_CPU_SIMD
+    for (int j = 0; j < n; j += 8) {
+        const int len = std::min(8, n - j);
+        float v[8] = {};
+        std::copy(x + j, x + j + len, v);
+        _mm256_storeu_ps(v, simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(v), _mm256_set1_ps(mx))));
+        for (int t = 0; t < len; t++) x[j + t] = v[t], sum += v[t];
+    }
+#else
+    for (int j = 0; j < n; j++) x[j] = std::exp(x[j] - mx), sum += x[j];
+#endif
+    return sum;
+}
+}  // namespace
+
+AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                                 const AttentionShape& s, float* out) {
+    check_shape(kv, s);
+    check_rows(rows, m, kv);
+    const int bs = kv.block_size, hd = s.head_dim, group = s.n_heads / s.n_kv_heads, q_dim = s.n_heads * hd;
+    const float scale = 1.0f / std::sqrt(float(hd));
+    const bool f32 = kv.type == DType::F32;
+    // Blocks of all rows, row by row: block u of the list is block u - first[i] of row i. A task is
+    // one block, all KV heads (each slot's keys read whole, in order), or, when there are few
+    // blocks, one block and one KV head, so that a short context still splits across threads.
+    // Either way each (block, query head) partial is computed alike.
+    std::vector<int64_t> first(size_t(m) + 1, 0);
+    for (int64_t i = 0; i < m; i++) first[size_t(i) + 1] = first[size_t(i)] + (rows[i].n_keys + bs - 1) / bs;
+    const int64_t n_blocks = first[size_t(m)];
+    const int heads_per_task = n_blocks >= kSplitHeadsBelowBlocks ? s.n_kv_heads : 1;
+    const int64_t n_tasks = n_blocks * (s.n_kv_heads / heads_per_task);
+    // Each task's partial result per head: its max score, the sum of e^(s - max), and the (hd)
+    // e^(s - max)-weighted sum of values. Kept between calls (it grows with the context).
+    const int64_t part = hd + 2;
+    static thread_local std::vector<float> partials;  // (n_blocks, n_heads, part)
+    if (partials.size() < size_t(n_blocks * s.n_heads * part)) partials.resize(size_t(n_blocks * s.n_heads * part));
+    float* parts = partials.data();
+    double work = 0;  // multiply-adds: q.k and p*v per key and head
+    for (int64_t i = 0; i < m; i++) work += 2.0 * rows[i].n_keys * s.n_heads * hd;
+#pragma omp parallel if (n_tasks > 1 && work >= kParallelMinWork)
+    {
+        std::vector<float> kbuf(f32 ? 0 : size_t(bs) * kv.kv_dim), vbuf(kbuf.size());  // (bs, kv_dim) converted
+        std::vector<float> p(static_cast<size_t>(bs));                                 // (keys) this head's weights
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < n_tasks; t++) {
+            const int64_t u = t / (s.n_kv_heads / heads_per_task);  // the block, in the list of all rows' blocks
+            const int g0 = int(t % (s.n_kv_heads / heads_per_task)) * heads_per_task, g1 = g0 + heads_per_task;
+            const int64_t i = std::upper_bound(first.begin(), first.end(), u) - first.begin() - 1;
+            const int64_t b = u - first[size_t(i)];
+            const int32_t j0 = int32_t(b) * bs, n = std::min(bs, rows[i].n_keys - j0);  // keys j0 .. j0+n-1
+            const int64_t slot0 = int64_t(rows[i].block_table[b]) * bs;                 // their slots: consecutive
+            const float *K, *V;  // (n, kv_dim) this block's keys and values (KV head g's part at g * hd)
+            if (f32) {
+                K = reinterpret_cast<const float*>(kv.k) + slot0 * kv.kv_dim;
+                V = reinterpret_cast<const float*>(kv.v) + slot0 * kv.kv_dim;
+            } else {
+                for (int j = 0; j < n; j++) {
+                    const int64_t at = int64_t(j) * kv.kv_dim + g0 * hd;
+                    load_kv(kv.k, kv.type, slot0 + j, kv.kv_dim, g0 * hd, (g1 - g0) * hd, kbuf.data() + at);
+                    load_kv(kv.v, kv.type, slot0 + j, kv.kv_dim, g0 * hd, (g1 - g0) * hd, vbuf.data() + at);
+                }
+                K = kbuf.data(), V = vbuf.data();
+            }
+            for (int h = g0 * group; h < g1 * group; h++) {
+                const int g = h / group;
+                const float* q_head = q + i * q_dim + h * hd;
+                float mx = -INFINITY;
+                for (int j = 0; j < n; j++) {
+                    const float* key = K + int64_t(j) * kv.kv_dim + g * hd;
+                    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                    for (int c = 0; c < hd; c++) dot += q_head[c] * key[c];
+                    p[size_t(j)] = dot * scale;
+                    mx = std::max(mx, p[size_t(j)]);
+                }
+                float* r = parts + (u * s.n_heads + h) * part;  // max, sum, then (hd) weighted values
+                r[0] = mx;
+                r[1] = exp_shifted(p.data(), n, mx);
+                float* o = r + 2;
+                std::fill(o, o + hd, 0.0f);
+                for (int j = 0; j < n; j++) {
+                    const float* value = V + int64_t(j) * kv.kv_dim + g * hd;
+                    const float pj = p[size_t(j)];
+#pragma omp simd
+                    for (int c = 0; c < hd; c++) o[c] += pj * value[c];
+                }
+            }
+        }
+        // (the implicit barrier: every block's partial is in before any row combines them)
+#pragma omp for schedule(static)
+        for (int64_t rh = 0; rh < m * s.n_heads; rh++) {
+            const int64_t i = rh / s.n_heads;
+            const int h = int(rh % s.n_heads);
+            float mx = -INFINITY;
+            for (int64_t t = first[size_t(i)]; t < first[size_t(i) + 1]; t++) mx = std::max(mx, parts[(t * s.n_heads + h) * part]);
+            float* o = out + i * q_dim + h * hd;
+            std::fill(o, o + hd, 0.0f);
+            float sum = 0.0f;
+            for (int64_t t = first[size_t(i)]; t < first[size_t(i) + 1]; t++) {
+                const float* r = parts + (t * s.n_heads + h) * part;
+                const float w = std::exp(r[0] - mx);  // this block's share, rescaled to the row's max
+                sum += w * r[1];
+#pragma omp simd
+                for (int c = 0; c < hd; c++) o[c] += w * r[2 + c];
+            }
+            const float inv = 1.0f / sum;
+            for (int c = 0; c < hd; c++) o[c] *= inv;
         }
     }
     return attention_cost_rows(rows, m, kv, s);

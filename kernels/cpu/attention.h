@@ -5,8 +5,9 @@
 // thread, double accumulators), v1_omp (OpenMP over (row, head) pairs, f32 accumulators) and
 // v2_blocked (a prefill chunk: per KV head the keys and values are gathered once into contiguous
 // f32 matrices, and each block of query rows and head is two Eigen GEMMs, S = Q K^T and O = P V,
-// with the causal mask in the softmax). attention() takes v2 for a chunk of at least
-// kBlockedMinRows consecutive rows of one sequence, v1 otherwise.
+// with the causal mask in the softmax) and v3_split (decode rows: OpenMP over (row, KV block)
+// pairs, the softmax combined over blocks). attention() takes v2 for a chunk of at least
+// kBlockedMinRows consecutive rows of one sequence, v3 otherwise.
 #pragma once
 #include <cstdint>
 
@@ -76,6 +77,14 @@ AttentionCost attention_v0_scalar(const float* q, const AttentionRow* rows, int6
                                   const AttentionShape& s, float* out);
 AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                                const AttentionShape& s, float* out);
+// v3_split, for decode rows: OpenMP over (row, KV block, KV head) triples. A block's keys and
+// values are one stretch of the pool (block_size consecutive slots); a task reads its KV head's
+// part of them once for every query head of the group: the scores, their max, e^(s - max), their
+// sum and the weighted sum of values. The row's blocks are then combined in order, each rescaled
+// to the row's max (the softmax split over blocks, as in flash-decoding). A row's result depends
+// only on its own keys, not on m, the other rows or the thread count.
+AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                                 const AttentionShape& s, float* out);
 // Precondition: rows are consecutive positions of one sequence (one block table, n_keys rising by
 // one from row to row), as a prefill chunk's are; ridge::Error otherwise.
 AttentionCost attention_v2_blocked(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
@@ -86,7 +95,7 @@ inline constexpr int64_t kBlockedMinRows = 8;
 inline AttentionCost attention(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                                const AttentionShape& s, float* out) {
     if (m >= kBlockedMinRows && attention_v2_applies(rows, m)) return attention_v2_blocked(q, rows, m, kv, s, out);
-    return attention_v1_omp(q, rows, m, kv, s, out);
+    return attention_v3_split(q, rows, m, kv, s, out);
 }
 
 }  // namespace ridge::cpu
