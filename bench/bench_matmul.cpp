@@ -1,0 +1,106 @@
+// The matmul kernels on SmolLM2's shapes (Google Benchmark): prefill variants v5_tiled (Eigen over
+// f32 tiles, the baseline) and v6_packed (ridge's GEMM) at m = 512 rows, and the decode kernels
+// (v3_simd in f32, v4_int on 16-bit activations) at m = 1, for Q4_1, Q8_0 and F16 weights of the
+// gate/up shape (1536 x 576) and the down shape (576 x 1536). Counters: GFLOP/s, and weight GB/s
+// for decode. Random weights; the matrices of one benchmark fit in the L3 cache, so decode numbers
+// here are the kernels' compute speed, not DRAM streaming (ridge bench measures that).
+//
+//   build/bench_matmul [--benchmark_filter=REGEX] [--benchmark_repetitions=N]
+//   OMP_NUM_THREADS sets the threads (default: all).
+#if __has_include(<benchmark/benchmark.h>)
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_int.h"
+#include "weights/quant.h"
+
+namespace {
+
+using namespace ridge;
+
+struct Weight {
+    std::vector<uint8_t> bytes;
+    TensorView view;
+};
+
+Weight random_weight(DType t, int64_t n, int64_t k) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> row(static_cast<size_t>(k));
+    Weight w;
+    const size_t rb = row_bytes(t, k);
+    w.bytes.resize(rb * size_t(n));
+    for (int64_t r = 0; r < n; r++) {
+        for (float& x : row) x = dist(rng);
+        quantize_row(t, row.data(), w.bytes.data() + size_t(r) * rb, k);
+    }
+    w.view = TensorView{"bench", t, {k, n}, w.bytes.data(), w.bytes.size()};
+    return w;
+}
+
+const DType kTypes[] = {DType::Q4_1, DType::Q8_0, DType::F16};
+
+// args: type index, n, k, m.
+void run(benchmark::State& state, cpu::Cost (*fn)(const TensorView&, const float*, int64_t, float*)) {
+    const DType t = kTypes[state.range(0)];
+    const int64_t n = state.range(1), k = state.range(2), m = state.range(3);
+    const Weight w = random_weight(t, n, k);
+    std::vector<float> x(size_t(m * k), 0.5f), y(size_t(m * n));
+    for (auto _ : state) {
+        fn(w.view, x.data(), m, y.data());
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.SetLabel(std::string(dtype_name(t)));
+    state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(m * n * k) * double(state.iterations()) / 1e9,
+                                                   benchmark::Counter::kIsRate);
+    state.counters["weight_GB/s"] = benchmark::Counter(double(w.bytes.size()) * double(state.iterations()) / 1e9,
+                                                       benchmark::Counter::kIsRate);
+}
+
+void BM_v5_tiled(benchmark::State& s) { run(s, cpu::matmul_v5_tiled); }
+void BM_v6_packed(benchmark::State& s) { run(s, cpu::matmul_v6_packed); }
+void BM_v3_simd(benchmark::State& s) { run(s, cpu::matmul_v3_simd); }
+
+// The integer decode kernel with the quantization of its input in the timing (forward() quantizes
+// once per input, shared by q/k/v and by gate/up).
+void BM_v4_int(benchmark::State& state) {
+    const DType t = kTypes[state.range(0)];
+    if (!cpu::int_simd_types(t)) {
+        state.SkipWithError("no integer kernel for this type in this build");
+        return;
+    }
+    run(state, [](const TensorView& W, const float* X, int64_t m, float* Y) {
+        static thread_local cpu::QuantizedRows q;
+        cpu::quantize_rows(X, m, W.ne(0), q);
+        return cpu::matmul_v4_int(W, q, Y);
+    });
+}
+
+void prefill_args(benchmark::internal::Benchmark* b) {
+    for (int t = 0; t < 3; t++) b->Args({t, 1536, 576, 512})->Args({t, 576, 1536, 512});
+    b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+void decode_args(benchmark::internal::Benchmark* b) {
+    for (int t = 0; t < 3; t++) b->Args({t, 1536, 576, 1})->Args({t, 576, 1536, 1});
+    b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK(BM_v5_tiled)->Apply(prefill_args);
+BENCHMARK(BM_v6_packed)->Apply(prefill_args);
+BENCHMARK(BM_v3_simd)->Apply(decode_args);
+BENCHMARK(BM_v4_int)->Apply(decode_args);
+
+}  // namespace
+
+BENCHMARK_MAIN();
+#else
+#include <cstdio>
+int main() {
+    std::puts("bench_matmul: built without Google Benchmark (install libbenchmark-dev)");
+    return 1;
+}
+#endif
