@@ -83,6 +83,8 @@ AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t
 // sum and the weighted sum of values. The row's blocks are then combined in order, each rescaled
 // to the row's max (the softmax split over blocks, as in flash-decoding). A row's result depends
 // only on its own keys, not on m, the other rows or the thread count.
+// Same contract and cost as above (its partials, (blocks, n_heads, head_dim + 2) floats, stay in
+// a per-thread buffer and are not counted, like the scores).
 AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                                  const AttentionShape& s, float* out);
 // Precondition: rows are consecutive positions of one sequence (one block table, n_keys rising by
