@@ -285,8 +285,7 @@ Cost quantize_rows(const float* X, int64_t m, int64_t k, QuantizedRows& out) {
     check_quantize(k, "quantize_rows");
     out.reserve(m, k);
     out.m = m, out.k = k;
-#pragma omp parallel for schedule(static) if (double(m) * double(k) >= 4 * kParallelMinWork)
-    for (int64_t i = 0; i < m * (k / 32); i++) {
+    parallel_for(m * (k / 32), double(m) * double(k) >= 4 * kParallelMinWork, [&](int64_t i) {
         const float* x = X + i * 32;
         __m256 v[4], a = _mm256_setzero_ps();
         for (int j = 0; j < 4; j++) {
@@ -305,7 +304,7 @@ Cost quantize_rows(const float* X, int64_t m, int64_t k, QuantizedRows& out) {
         __m256i* q = reinterpret_cast<__m256i*>(out.q.data() + i * 32);
         _mm256_store_si256(q, _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xd8));
         _mm256_store_si256(q + 1, _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[3]), 0xd8));
-    }
+    });
     return quantize_rows_cost(m, k);
 #else
     return quantize_rows_scalar(X, m, k, out);

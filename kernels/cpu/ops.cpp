@@ -45,8 +45,8 @@ Cost embed_v0_scalar(const TensorView& table, const int32_t* tokens, int64_t m, 
 Cost embed_v1_omp(const TensorView& table, const int32_t* tokens, int64_t m, float* out) {
     const int64_t d = table.ne(0);
     for (int64_t i = 0; i < m; i++) check_token(table, tokens[i], i);  // throw outside the team
-#pragma omp parallel for schedule(static) if (m > 1 && double(m * d) >= kParallelMinWork)
-    for (int64_t i = 0; i < m; i++) dequantize_row(table.type, table.row(tokens[i]), out + i * d, d);
+    parallel_for(m, double(m * d) >= kParallelMinWork,
+                 [&](int64_t i) { dequantize_row(table.type, table.row(tokens[i]), out + i * d, d); });
     return embed_cost(table, m);
 }
 
@@ -74,8 +74,7 @@ Cost rmsnorm_v0_scalar(const float* x, const float* w, int64_t m, int64_t d, flo
 }
 
 Cost rmsnorm_v1_omp(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y) {
-#pragma omp parallel for schedule(static) if (m > 1 && double(m * d) >= kParallelMinWork)
-    for (int64_t i = 0; i < m; i++) {
+    parallel_for(m, double(m * d) >= kParallelMinWork, [&](int64_t i) {
         const float* x_row = x + i * d;  // (d)
         float* y_row = y + i * d;        // (d)
         float sum_sq = 0.0f;
@@ -84,7 +83,7 @@ Cost rmsnorm_v1_omp(const float* x, const float* w, int64_t m, int64_t d, float 
         const float inv_rms = 1.0f / std::sqrt(sum_sq / float(d) + eps);
 #pragma omp simd
         for (int64_t c = 0; c < d; c++) y_row[c] = w[c] * (x_row[c] * inv_rms);
-    }
+    });
     return rmsnorm_cost(m, d);
 }
 
@@ -172,9 +171,9 @@ Cost rope_with_table(float* x, const RopeTable& t, int n_heads) {
     const RopeParams& p = t.p;
     const int n_pairs = p.rope_dim / 2;
     const int64_t row_len = int64_t(n_heads) * p.head_dim;
-#pragma omp parallel for schedule(static) if (t.m > 1 && double(t.m) * n_heads * p.rope_dim >= kParallelMinWork)
-    for (int64_t r = 0; r < t.m; r++)
+    parallel_for(t.m, double(t.m) * n_heads * p.rope_dim >= kParallelMinWork, [&](int64_t r) {
         rope_row(x + r * row_len, n_heads, p, t.cos_t.data() + r * n_pairs, t.sin_t.data() + r * n_pairs);
+    });
     return rope_cost(t.m, n_heads, p);
 }
 
@@ -265,8 +264,7 @@ Cost swiglu_v1_omp(const float* gate, const float* up, int64_t n, float* out) {
     // 8 elements at a time with simd::exp8; the last partial vector goes through a zero-padded copy,
     // so every element gets the same arithmetic wherever it falls.
     const int64_t nv = (n + 7) / 8;
-#pragma omp parallel for schedule(static) if (double(n) >= kParallelMinWork)
-    for (int64_t v = 0; v < nv; v++) {
+    parallel_for(nv, double(n) >= kParallelMinWork, [&](int64_t v) {
         const int64_t c = v * 8, len = std::min<int64_t>(8, n - c);
         float g8[8] = {}, u8[8] = {}, o8[8];
         const bool whole = len == 8;
@@ -275,13 +273,12 @@ Cost swiglu_v1_omp(const float* gate, const float* up, int64_t n, float* out) {
         const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), simd::exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
         _mm256_storeu_ps(whole ? out + c : o8, _mm256_mul_ps(silu, u));
         if (!whole) std::copy(o8, o8 + len, out + c);
-    }
+    });
 #else
-#pragma omp parallel for schedule(static) if (double(n) >= kParallelMinWork)
-    for (int64_t c = 0; c < n; c++) {
+    parallel_for(n, double(n) >= kParallelMinWork, [&](int64_t c) {
         const float g = gate[c];
         out[c] = g / (1.0f + std::exp(-g)) * up[c];
-    }
+    });
 #endif
     return swiglu_cost(n);
 }
@@ -302,8 +299,11 @@ Cost add_v0_scalar(float* x, const float* y, int64_t n) {
 }
 
 Cost add_v1_omp(float* x, const float* y, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (double(n) >= 4 * kParallelMinWork)
-    for (int64_t c = 0; c < n; c++) x[c] += y[c];
+    constexpr int64_t kChunk = 1024;  // elements per task, a vectorized loop each
+    parallel_for((n + kChunk - 1) / kChunk, double(n) >= 4 * kParallelMinWork, [&](int64_t t) {
+        const int64_t end = std::min(n, (t + 1) * kChunk);
+        for (int64_t c = t * kChunk; c < end; c++) x[c] += y[c];
+    });
     return add_cost(n);
 }
 
