@@ -243,6 +243,84 @@ float exp_shifted(float* x, int n, float mx) {
 #endif
     return sum;
 }
+
+// One query head against n keys and values of one block (rows `stride` floats apart, this head's
+// part at K and V): p[j] = q . K_j * scale, then r = (max p, sum e^(p - max), sum_j e^(p_j - max) V_j).
+// p: (n) scratch. The generic loop first; with AVX2 and a head_dim of 64 or 128 (the common ones)
+// the scores go 8 keys at a time, one accumulator each (a single dot product's 8 FMAs would wait
+// on each other), their sums gathered by a horizontal-add tree, and the weighted values stay in
+// registers for the whole block.
+void head_partial_generic(const float* q, const float* K, const float* V, int n, int stride, int hd, float scale,
+                          float* p, float* r) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        const float* key = K + int64_t(j) * stride;
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int c = 0; c < hd; c++) dot += q[c] * key[c];
+        p[j] = dot * scale;
+        mx = std::max(mx, p[j]);
+    }
+    r[0] = mx;
+    r[1] = exp_shifted(p, n, mx);
+    float* o = r + 2;
+    std::fill(o, o + hd, 0.0f);
+    for (int j = 0; j < n; j++) {
+        const float* value = V + int64_t(j) * stride;
+        const float pj = p[j];
+#pragma omp simd
+        for (int c = 0; c < hd; c++) o[c] += pj * value[c];
+    }
+}
+
+#if RIDGE_CPU_SIMD
+template <int HD>
+void head_partial_simd(const float* q, const float* K, const float* V, int n, int stride, float scale, float* p,
+                       float* r) {
+    const __m256 sc = _mm256_set1_ps(scale);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {  // p[j .. j+8)
+        __m256 acc[8];
+        for (int t = 0; t < 8; t++) acc[t] = _mm256_setzero_ps();
+        for (int c = 0; c < HD; c += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + c);
+            for (int t = 0; t < 8; t++) acc[t] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(K + int64_t(j + t) * stride + c), acc[t]);
+        }
+        // hadd pairs twice: lanes 0-3 hold keys 0-3 (4-7 in the other operand) summed over each
+        // accumulator's lower half, lanes 4-7 over its upper half; the two halves then add up.
+        const __m256 s0 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+        const __m256 s1 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
+        const __m256 dots = _mm256_add_ps(_mm256_permute2f128_ps(s0, s1, 0x20), _mm256_permute2f128_ps(s0, s1, 0x31));
+        _mm256_storeu_ps(p + j, _mm256_mul_ps(dots, sc));
+    }
+    for (; j < n; j++) {  // the last n % 8 keys, one at a time
+        __m256 acc = _mm256_setzero_ps();
+        for (int c = 0; c < HD; c += 8)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(K + int64_t(j) * stride + c), acc);
+        p[j] = simd::hsum8(acc) * scale;
+    }
+    float mx = -INFINITY;
+    for (int t = 0; t < n; t++) mx = std::max(mx, p[t]);
+    r[0] = mx;
+    r[1] = exp_shifted(p, n, mx);
+    __m256 o[HD / 8];
+    for (int v = 0; v < HD / 8; v++) o[v] = _mm256_setzero_ps();
+    for (int t = 0; t < n; t++) {
+        const __m256 pt = _mm256_set1_ps(p[t]);
+        for (int v = 0; v < HD / 8; v++) o[v] = _mm256_fmadd_ps(pt, _mm256_loadu_ps(V + int64_t(t) * stride + 8 * v), o[v]);
+    }
+    for (int v = 0; v < HD / 8; v++) _mm256_storeu_ps(r + 2 + 8 * v, o[v]);
+}
+#endif
+
+void head_partial(const float* q, const float* K, const float* V, int n, int stride, int hd, float scale, float* p,
+                  float* r) {
+#if RIDGE_CPU_SIMD
+    if (hd == 64) return head_partial_simd<64>(q, K, V, n, stride, scale, p, r);
+    if (hd == 128) return head_partial_simd<128>(q, K, V, n, stride, scale, p, r);
+#endif
+    head_partial_generic(q, K, V, n, stride, hd, scale, p, r);
+}
 }  // namespace
 
 AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
@@ -271,8 +349,11 @@ AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64
     for (int64_t i = 0; i < m; i++) work += 2.0 * rows[i].n_keys * s.n_heads * hd;
 #pragma omp parallel if (n_tasks > 1 && work >= kParallelMinWork)
     {
-        std::vector<float> kbuf(f32 ? 0 : size_t(bs) * kv.kv_dim), vbuf(kbuf.size());  // (bs, kv_dim) converted
-        std::vector<float> p(static_cast<size_t>(bs));                                 // (keys) this head's weights
+        // Per-thread scratch, kept between calls: (bs, kv_dim) converted keys and values (F16 cache)
+        // and (bs) weights of one head.
+        static thread_local std::vector<float> kbuf, vbuf, p;
+        if (!f32 && kbuf.size() < size_t(bs) * kv.kv_dim) kbuf.resize(size_t(bs) * kv.kv_dim), vbuf.resize(kbuf.size());
+        if (p.size() < size_t(bs)) p.resize(size_t(bs));
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < n_tasks; t++) {
             const int64_t u = t / (s.n_kv_heads / heads_per_task);  // the block, in the list of all rows' blocks
@@ -295,27 +376,8 @@ AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64
             }
             for (int h = g0 * group; h < g1 * group; h++) {
                 const int g = h / group;
-                const float* q_head = q + i * q_dim + h * hd;
-                float mx = -INFINITY;
-                for (int j = 0; j < n; j++) {
-                    const float* key = K + int64_t(j) * kv.kv_dim + g * hd;
-                    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                    for (int c = 0; c < hd; c++) dot += q_head[c] * key[c];
-                    p[size_t(j)] = dot * scale;
-                    mx = std::max(mx, p[size_t(j)]);
-                }
                 float* r = parts + (u * s.n_heads + h) * part;  // max, sum, then (hd) weighted values
-                r[0] = mx;
-                r[1] = exp_shifted(p.data(), n, mx);
-                float* o = r + 2;
-                std::fill(o, o + hd, 0.0f);
-                for (int j = 0; j < n; j++) {
-                    const float* value = V + int64_t(j) * kv.kv_dim + g * hd;
-                    const float pj = p[size_t(j)];
-#pragma omp simd
-                    for (int c = 0; c < hd; c++) o[c] += pj * value[c];
-                }
+                head_partial(q + i * q_dim + h * hd, K + g * hd, V + g * hd, n, kv.kv_dim, hd, scale, p.data(), r);
             }
         }
         // (the implicit barrier: every block's partial is in before any row combines them)
