@@ -126,18 +126,20 @@ std::vector<double> dense_attention(const float* q, const std::vector<float>& K,
     return out;
 }
 
-TEST(Attention, PagedMatchesDenseOnRandomSequences) {
-    const cpu::AttentionShape s{9, 3, 64};  // SmolLM2's heads (big enough for the OpenMP path)
+// Every variant against the dense reference on five rows of two sequences in shuffled blocks.
+void paged_matches_dense(const cpu::AttentionShape& s, int block_size) {
+    SCOPED_TRACE("heads " + std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) + ", head_dim " +
+                 std::to_string(s.head_dim) + ", block_size " + std::to_string(block_size));
     const int kv_dim = s.n_kv_heads * s.head_dim, q_dim = s.n_heads * s.head_dim;
-    const int block_size = 4, n_blocks = 16;
+    const int n_blocks = 16;
     for (DType t : {DType::F32, DType::F16}) {
         Pool pool(t, n_blocks, block_size, kv_dim);
         // Two sequences of 23 and 9 tokens with interleaved, shuffled blocks.
         std::vector<int32_t> blocks(n_blocks);
         std::iota(blocks.begin(), blocks.end(), 0);
         std::shuffle(blocks.begin(), blocks.end(), std::mt19937(7));
-        const std::vector<int32_t> table_a(blocks.begin(), blocks.begin() + 6);   // 24 slots
-        const std::vector<int32_t> table_b(blocks.begin() + 6, blocks.begin() + 9);  // 12 slots
+        const std::vector<int32_t> table_a(blocks.begin(), blocks.begin() + 6);   // 6 blocks (at least 24 slots)
+        const std::vector<int32_t> table_b(blocks.begin() + 6, blocks.begin() + 9);  // 3 blocks (at least 12)
         const int len_a = 23, len_b = 9;
         const auto Ka = test::random_floats(size_t(len_a * kv_dim), 61), Va = test::random_floats(size_t(len_a * kv_dim), 62);
         const auto Kb = test::random_floats(size_t(len_b * kv_dim), 63), Vb = test::random_floats(size_t(len_b * kv_dim), 64);
@@ -180,8 +182,8 @@ TEST(Attention, PagedMatchesDenseOnRandomSequences) {
             EXPECT_DOUBLE_EQ(c.scores.kv_read, kv_bytes) << name;  // every visible key once
             EXPECT_DOUBLE_EQ(c.mix.kv_read, kv_bytes) << name;     // every visible value once
         }
-        // v3 (decode rows): each row alone (at most 6 blocks: tasks of one KV head) gives exactly
-        // what it gives among all five (13 blocks: tasks of whole blocks).
+        // v3 (decode rows): each row alone gives exactly what it gives among all five (with 4-slot
+        // blocks: at most 6 blocks alone, tasks of one KV head; 13 together, tasks of whole blocks).
         std::vector<float> together(size_t(m * q_dim));
         cpu::attention_v3_split(q.data(), rows.data(), m, pool.layer, s, together.data());
         for (int64_t i = 0; i < m; i++) {
@@ -191,6 +193,16 @@ TEST(Attention, PagedMatchesDenseOnRandomSequences) {
                 ASSERT_EQ(alone[size_t(c)], together[size_t(i * q_dim + c)]) << "row " << i << " element " << c;
         }
     }
+}
+
+TEST(Attention, PagedMatchesDenseOnRandomSequences) {
+    // SmolLM2's heads (big enough for the OpenMP path) in blocks of 4 and of 16 (the cache's
+    // default: v3's 8-key steps and their tails); head_dim 128 (the other AVX2 form) and 24 (the
+    // generic loop).
+    paged_matches_dense({9, 3, 64}, 4);
+    paged_matches_dense({9, 3, 64}, 16);
+    paged_matches_dense({4, 2, 128}, 16);
+    paged_matches_dense({6, 2, 24}, 16);
 }
 
 // A prefill chunk: positions first .. len-1 of one sequence in shuffled blocks, 72 rows (two of
