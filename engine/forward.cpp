@@ -109,15 +109,18 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         if (dump) dump->write(name, buf.data(), long(rows), long(width));
     };
     // Y = X . W^T for each (op, W, Y) sharing the input X (rows of width k), run by run: tiled runs
-    // through cpu::matmul_tiled, row-exact runs through cpu::matmul_rows with X quantized to 16-bit
-    // integers once per run (into ws.x_q) when one of the weights has an integer kernel (fast path).
+    // through cpu::matmul_tiled, row-exact runs through cpu::matmul_rows_fused (all the weights in
+    // one call) with X quantized to 16-bit integers once per run (into ws.x_q) when one of the
+    // weights has an integer kernel (fast path).
     struct Linear {
         Op op;
         const TensorView* w;
         float* y;  // (rows, w->ne(1))
     };
+    constexpr int kMaxLinearOutputs = 3;  // q, k, v
     auto linear = [&](int layer, const std::vector<RowRun>& runs, const float* x, int64_t k,
                       std::initializer_list<Linear> outs) {
+        if (outs.size() > size_t(kMaxLinearOutputs)) throw Error("forward: too many outputs for one input");
         bool int_rows = false;
         for (const Linear& o : outs) int_rows = int_rows || model.int_rows({o.w});
         for (const RowRun& run : runs) {
@@ -127,10 +130,26 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
                 count(layer, Op::Quantize, cpu::quantize_rows(xr, run.rows(), k, ws.x_q));
                 xq = &ws.x_q;
             }
+            if (run.tiled) {
+                for (const Linear& o : outs)
+                    count(layer, o.op, cpu::matmul_tiled(*o.w, xr, run.rows(), o.y + run.begin * o.w->ne(1)));
+                continue;
+            }
+            // Row-exact: the outputs in one call (one OpenMP region for all of them), its time
+            // shared among their ops in proportion to their weight bytes.
+            cpu::MatmulOutput mo[kMaxLinearOutputs];
+            cpu::Cost costs[kMaxLinearOutputs];
+            int n = 0;
+            for (const Linear& o : outs) mo[n++] = {o.w, o.y + run.begin * o.w->ne(1)};
+            cpu::matmul_rows_fused(mo, n, xr, run.rows(), xq, costs);
+            if (!counters) continue;
+            double bytes = 0;
+            for (int o = 0; o < n; o++) bytes += costs[o].weight_bytes;
+            const double s = elapsed();
+            n = 0;
             for (const Linear& o : outs) {
-                float* yr = o.y + run.begin * o.w->ne(1);
-                count(layer, o.op, run.tiled ? cpu::matmul_tiled(*o.w, xr, run.rows(), yr)
-                                             : cpu::matmul_rows(*o.w, xr, run.rows(), xq, yr));
+                counters->add(layer, o.op, costs[n], bytes > 0 ? s * costs[n].weight_bytes / bytes : s / double(outs.size()));
+                n++;
             }
         }
     };

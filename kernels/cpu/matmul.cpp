@@ -445,6 +445,26 @@ Cost matmul_rows(const TensorView& W, const float* X, int64_t m, const Quantized
     return matmul_v1_rows(W, X, m, Y);
 }
 
+void matmul_rows_fused(const MatmulOutput* outs, int n_outs, const float* X, int64_t m, const QuantizedRows* Xq,
+                       Cost* costs) {
+    bool all_int = Xq != nullptr;
+    for (int o = 0; o < n_outs; o++) all_int = all_int && has_int_kernel(outs[o].w->type);
+    if (!all_int) {
+        for (int o = 0; o < n_outs; o++) costs[o] = matmul_rows(*outs[o].w, X, m, Xq, outs[o].y);
+        return;
+    }
+    if (Xq->m != m) throw Error("matmul: weight '" + outs[0].w->name + "' got integer rows for another batch");
+    std::vector<RowJob> jobs;
+    double work = 0;  // multiply-adds
+    for (int o = 0; o < n_outs; o++) {
+        const TensorView& W = *outs[o].w;
+        jobs.push_back(int_k_simd_types(W.type) ? int_k_row_job(W, *Xq, outs[o].y) : int_row_job(W, *Xq, outs[o].y));
+        costs[o] = matmul_int_cost(W, m);
+        work += double(m) * double(W.ne(1)) * double(Xq->k);
+    }
+    run_row_jobs(jobs.data(), n_outs, work >= kParallelMinWork);
+}
+
 Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
     if (W.type == DType::F32) return matmul_v2_eigen(W, X, m, Y);
     if (!can_dequantize(W.type))

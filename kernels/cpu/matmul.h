@@ -59,6 +59,18 @@ Cost matmul_cost(const TensorView& W, int64_t m, bool int_input);
 Cost matmul_rows(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y);
 Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y);
 
+// matmul_rows for several weights that read the same X (q, k and v; gate and up): Y_o = X . W_o^T.
+// When all of them take Xq's integer kernels, their rows are split among the threads of one OpenMP
+// region (row_jobs.h: one team start instead of one per weight); otherwise each goes through
+// matmul_rows in turn. Each Y_o is what matmul_rows gives alone, bit for bit (tested); costs[o] is
+// its cost.
+struct MatmulOutput {
+    const TensorView* w;
+    float* y;  // (m, w->ne(1))
+};
+void matmul_rows_fused(const MatmulOutput* outs, int n_outs, const float* X, int64_t m, const QuantizedRows* Xq,
+                       Cost* costs);
+
 // Decode form (m = 1): W (n, k) @ x (k) -> y (n). Same contract and cost with m = 1.
 inline Cost matvec(const TensorView& W, const float* x, float* y) { return matmul(W, x, 1, y); }
 

@@ -10,6 +10,7 @@
 #include "kernels/cpu/simd.h"
 #define RIDGE_MATMUL_V4 RIDGE_CPU_SIMD
 
+#include "kernels/cpu/row_jobs.h"
 #include "weights/blocks.h"
 #include "weights/error.h"
 
@@ -200,27 +201,24 @@ inline void dot_rows(const uint8_t* const* w, const XRow* x, int64_t nb, float* 
         for (int i = 0; i < M; i++) y[i * y_stride + r] = simd::hsum8(acc[r][i]) + simd::hsum4(macc[r][i]);
 }
 
-// kRows weight rows per pass: 4 (each x block serves 4 rows) for several rows of X; 1 for decode,
-// where one weight stream per thread is what the hardware prefetcher follows best (SmolLM2 decode,
-// 3 alternating runs each: Q8_0 64-72 t/s against 62-65 with 4 rows, Q4_1 83-90 against 71-90).
+// Output rows [j0, j1) (j0 a multiple of kRows), kRows weight rows per pass: 4 (each x block serves
+// 4 rows) for several rows of X; 1 for decode, where one weight stream per thread is what the
+// hardware prefetcher follows best (SmolLM2 decode, 3 alternating runs each: Q8_0 64-72 t/s against
+// 62-65 with 4 rows, Q4_1 83-90 against 71-90).
 template <class Dec, int kRows>
-void matmul_v4_typed(const TensorView& W, const QuantizedRows& X, float* Y) {
+void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
     constexpr int kXRows = 2;
     const int64_t k = X.k, n = W.ne(1), m = X.m, nb = k / 32;
     const size_t rb = row_bytes(W.type, k);
-    const int64_t groups = (n + kRows - 1) / kRows;
-    const double work = double(m) * double(n) * double(k);  // multiply-adds
     auto xrow = [&](int64_t i) { return XRow{X.codes(i), X.scales(i), X.sums(i)}; };
-#pragma omp parallel for schedule(static) if (work >= kParallelMinWork)
-    for (int64_t g = 0; g < groups; g++) {
-        const int64_t j0 = g * kRows;
-        const int64_t rows = std::min<int64_t>(kRows, n - j0);
+    for (int64_t g0 = j0; g0 < j1; g0 += kRows) {
+        const int64_t rows = std::min<int64_t>(kRows, j1 - g0);
         const uint8_t* w[kRows];
-        for (int64_t r = 0; r < rows; r++) w[r] = W.data + size_t(j0 + r) * rb;
+        for (int64_t r = 0; r < rows; r++) w[r] = W.data + size_t(g0 + r) * rb;
         for (int64_t i = 0; i < m; i += kXRows) {
             const int64_t xr = std::min<int64_t>(kXRows, m - i);
             const XRow x[kXRows] = {xrow(i), xrow(i + xr - 1)};
-            float* y = Y + i * n + j0;
+            float* y = Y + i * n + g0;
             if (rows == kRows && xr == kXRows) {
                 dot_rows<Dec, kRows, kXRows>(w, x, nb, y, n);
             } else if (rows == kRows) {
@@ -231,6 +229,20 @@ void matmul_v4_typed(const TensorView& W, const QuantizedRows& X, float* Y) {
             }
         }
     }
+}
+
+template <class Dec>
+RowJob v4_job(const TensorView& W, const QuantizedRows& X, float* Y) {
+    RowJob job;
+    job.rows = W.ne(1);
+    job.row_cost = double(row_bytes(W.type, X.k));
+    if (X.m == 1) {
+        job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, 1>(W, X, Y, j0, j1); };
+    } else {
+        job.align = 4;
+        job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, 4>(W, X, Y, j0, j1); };
+    }
+    return job;
 }
 #endif  // RIDGE_MATMUL_V4
 
@@ -342,17 +354,23 @@ Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y) {
 }
 
 Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y) {
+    const RowJob job = int_row_job(W, X, Y);
+    run_row_jobs(&job, 1, double(X.m) * double(W.ne(1)) * double(X.k) >= kParallelMinWork);
+    return matmul_int_cost(W, X.m);
+}
+
+RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y) {
     check(W, X, "matmul_v4_int");
     if (!int_simd_types(W.type)) throw Error("matmul_v4_int: this build has no AVX2 + FMA + F16C");
 #if RIDGE_MATMUL_V4
     switch (W.type) {
-        case DType::Q4_0: X.m == 1 ? matmul_v4_typed<IntQ4_0, 1>(W, X, Y) : matmul_v4_typed<IntQ4_0, 4>(W, X, Y); break;
-        case DType::Q4_1: X.m == 1 ? matmul_v4_typed<IntQ4_1, 1>(W, X, Y) : matmul_v4_typed<IntQ4_1, 4>(W, X, Y); break;
-        case DType::Q8_0: X.m == 1 ? matmul_v4_typed<IntQ8_0, 1>(W, X, Y) : matmul_v4_typed<IntQ8_0, 4>(W, X, Y); break;
+        case DType::Q4_0: return v4_job<IntQ4_0>(W, X, Y);
+        case DType::Q4_1: return v4_job<IntQ4_1>(W, X, Y);
+        case DType::Q8_0: return v4_job<IntQ8_0>(W, X, Y);
         default: break;
     }
 #endif
-    return matmul_int_cost(W, X.m);
+    return RowJob{};
 }
 
 }  // namespace ridge::cpu

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/cpu/cost.h"
+#include "kernels/cpu/row_jobs.h"
 #include "weights/tensor.h"
 
 namespace ridge::cpu {
@@ -88,5 +89,10 @@ bool int_k_types(DType t);
 bool int_k_simd_types(DType t);
 Cost matmul_int_k_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
 Cost matmul_v4_int_k(const TensorView& W, const QuantizedRows& X, float* Y);
+
+// The same two kernels as row jobs (row_jobs.h), so that several weights reading one X run in one
+// OpenMP region (matmul_rows_fused in matmul.h): W, X and Y must outlive the job. Checks as above.
+RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y);    // Q4_0, Q4_1, Q8_0
+RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y);  // Q4_K, Q6_K
 
 }  // namespace ridge::cpu

@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/simd.h"
 #define RIDGE_MATMUL_V4K RIDGE_CPU_SIMD
 
+#include "kernels/cpu/row_jobs.h"
 #include "weights/blocks.h"
 #include "weights/error.h"
 
@@ -217,23 +219,19 @@ void dot_rows(const uint8_t* const* w, const XRow* x, int64_t nsb, float* y, int
         for (int i = 0; i < M; i++) y[i * y_stride + r] = simd::hsum8(acc[r][i]);
 }
 
+// Output rows [j0, j1) (j0 a multiple of 4), 4 weight rows per pass, the rows of X 2 at a time.
 template <class Dec>
-void matmul_v4_k_typed(const TensorView& W, const QuantizedRows& X, float* Y) {
+void v4_k_rows(const TensorView& W, const XPrepared& xp, float* Y, int64_t j0, int64_t j1) {
     constexpr int kRows = 4, kXRows = 2;
-    const int64_t n = W.ne(1), m = X.m, nsb = X.k / QK_K;
-    const XPrepared xp = prepare(X);
-    const int64_t groups = (n + kRows - 1) / kRows;
-    const double work = double(m) * double(n) * double(X.k);  // multiply-adds
-#pragma omp parallel for schedule(static) if (work >= kParallelMinWork)
-    for (int64_t g = 0; g < groups; g++) {
-        const int64_t j0 = g * kRows;
-        const int64_t rows = std::min<int64_t>(kRows, n - j0);
+    const int64_t n = W.ne(1), m = xp.x->m, nsb = xp.x->k / QK_K;
+    for (int64_t g0 = j0; g0 < j1; g0 += kRows) {
+        const int64_t rows = std::min<int64_t>(kRows, j1 - g0);
         const uint8_t* w[kRows];
-        for (int64_t r = 0; r < rows; r++) w[r] = W.row(j0 + r);
+        for (int64_t r = 0; r < rows; r++) w[r] = W.row(g0 + r);
         for (int64_t i = 0; i < m; i += kXRows) {
             const int64_t xr = std::min<int64_t>(kXRows, m - i);
             const XRow x[kXRows] = {xp.row(i), xp.row(i + xr - 1)};
-            float* y = Y + i * n + j0;
+            float* y = Y + i * n + g0;
             if (rows == kRows && xr == kXRows) {
                 dot_rows<Dec, kRows, kXRows>(w, x, nsb, y, n);
             } else if (rows == kRows) {
@@ -244,6 +242,18 @@ void matmul_v4_k_typed(const TensorView& W, const QuantizedRows& X, float* Y) {
             }
         }
     }
+}
+
+// X's codes in lane order, shared by the job's calls (one per thread).
+template <class Dec>
+RowJob v4_k_job(const TensorView& W, const QuantizedRows& X, float* Y) {
+    auto xp = std::make_shared<const XPrepared>(prepare(X));
+    RowJob job;
+    job.rows = W.ne(1);
+    job.align = 4;
+    job.row_cost = double(row_bytes(W.type, X.k));
+    job.run = [&W, xp, Y](int64_t j0, int64_t j1) { v4_k_rows<Dec>(W, *xp, Y, j0, j1); };
+    return job;
 }
 #endif  // RIDGE_MATMUL_V4K
 
@@ -272,16 +282,22 @@ Cost matmul_int_k_scalar(const TensorView& W, const QuantizedRows& X, float* Y) 
 }
 
 Cost matmul_v4_int_k(const TensorView& W, const QuantizedRows& X, float* Y) {
+    const RowJob job = int_k_row_job(W, X, Y);
+    run_row_jobs(&job, 1, double(X.m) * double(W.ne(1)) * double(X.k) >= kParallelMinWork);
+    return matmul_int_cost(W, X.m);
+}
+
+RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y) {
     check(W, X, "matmul_v4_int_k");
     if (!int_k_simd_types(W.type)) throw Error("matmul_v4_int_k: this build has no AVX2 + FMA + F16C");
 #if RIDGE_MATMUL_V4K
     switch (W.type) {
-        case DType::Q4_K: matmul_v4_k_typed<IntQ4_K>(W, X, Y); break;
-        case DType::Q6_K: matmul_v4_k_typed<IntQ6_K>(W, X, Y); break;
+        case DType::Q4_K: return v4_k_job<IntQ4_K>(W, X, Y);
+        case DType::Q6_K: return v4_k_job<IntQ6_K>(W, X, Y);
         default: break;
     }
 #endif
-    return matmul_int_cost(W, X.m);
+    return RowJob{};
 }
 
 }  // namespace ridge::cpu
