@@ -1,6 +1,6 @@
 // Several matmuls in one OpenMP region (kernels/cpu/row_jobs.h, matmul_rows_fused): the row split
 // covers every row once on row-aligned cuts for any thread count, and each fused output is what
-// matmul_rows gives alone, bit for bit, for every integer-kernel type and for mixed lists.
+// matmul_rows gives alone, bit for bit, for the integer, v3 and v1 paths and mixed lists.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -72,8 +72,9 @@ TEST(RowJobs, SharesBalanceByCost) {
 }
 
 // Outputs of these types, k = 512 (a multiple of 256 for the K-quants), row counts that are not
-// multiples of 4: fused against matmul_rows alone, m = 1 (decode) and m = 3.
-void fused_matches_alone(const std::vector<DType>& types, int threads) {
+// multiples of 4: fused against matmul_rows alone, m = 1 (decode) and m = 3, with X also given as
+// integers (the fast path) or not (the exact path).
+void fused_matches_alone(const std::vector<DType>& types, int threads, bool integers = true) {
     Threads scope(threads);
     const int64_t k = 512;
     const int64_t rows[3] = {67, 13, 130};
@@ -81,23 +82,24 @@ void fused_matches_alone(const std::vector<DType>& types, int threads) {
     for (size_t o = 0; o < types.size(); o++) w.push_back(test::random_weight(types[o], rows[o], k, uint32_t(40 + o)));
     for (int64_t m : {1, 3}) {
         const std::vector<float> x = test::random_floats(size_t(m * k), 9, -2.0f, 2.0f);
-        cpu::QuantizedRows xq;
-        cpu::quantize_rows(x.data(), m, k, xq);
+        cpu::QuantizedRows q;
+        cpu::quantize_rows(x.data(), m, k, q);
+        const cpu::QuantizedRows* xq = integers ? &q : nullptr;  // nullptr: the exact (f32) path
         std::vector<std::vector<float>> alone(types.size()), fused(types.size());
         std::vector<cpu::MatmulOutput> outs;
         std::vector<cpu::Cost> costs(types.size());
         for (size_t o = 0; o < types.size(); o++) {
             alone[o].assign(size_t(m * rows[o]), 0.0f);
             fused[o].assign(size_t(m * rows[o]), -99.0f);
-            cpu::matmul_rows(w[o].view, x.data(), m, &xq, alone[o].data());
+            cpu::matmul_rows(w[o].view, x.data(), m, xq, alone[o].data());
             outs.push_back({&w[o].view, fused[o].data()});
         }
-        cpu::matmul_rows_fused(outs.data(), int(outs.size()), x.data(), m, &xq, costs.data());
+        cpu::matmul_rows_fused(outs.data(), int(outs.size()), x.data(), m, xq, costs.data());
         for (size_t o = 0; o < types.size(); o++) {
             const std::string what = std::string(dtype_name(types[o])) + " output " + std::to_string(o) + ", m " +
                                      std::to_string(m) + ", " + std::to_string(threads) + " threads";
             for (size_t e = 0; e < fused[o].size(); e++) ASSERT_EQ(fused[o][e], alone[o][e]) << what << ", element " << e;
-            const cpu::Cost want = cpu::matmul_cost(w[o].view, m, true);
+            const cpu::Cost want = cpu::matmul_cost(w[o].view, m, integers);
             EXPECT_DOUBLE_EQ(costs[o].flops, want.flops) << what;
             EXPECT_DOUBLE_EQ(costs[o].weight_bytes, want.weight_bytes) << what;
         }
@@ -110,7 +112,9 @@ TEST(MatmulRowsFused, EachOutputAsAlone) {
         fused_matches_alone({DType::Q4_0, DType::Q8_0, DType::Q4_1}, threads);
         fused_matches_alone({DType::Q4_K, DType::Q6_K}, threads);             // a Q4_K_M model's
         fused_matches_alone({DType::Q8_0, DType::Q6_K, DType::Q4_0}, threads);  // both integer families
-        fused_matches_alone({DType::Q4_1, DType::F16}, threads);              // F16: each alone
+        fused_matches_alone({DType::Q4_1, DType::F16, DType::BF16}, threads);  // v3 for the f16s
+        fused_matches_alone({DType::Q4_1, DType::Q5_0, DType::F32}, threads);  // Q5_0: v1, alone
+        fused_matches_alone({DType::Q4_1, DType::Q8_0, DType::F16}, threads, false);  // exact: all v3
     }
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include <Eigen/Dense>
 
@@ -196,11 +197,11 @@ inline void dot_rows(const uint8_t* const* w, const float* x, int64_t k, const f
 // against 43-47 (and 29.5 against 20.3 GB/s streaming a 56 MB F16 matrix that stays in this
 // machine's large L3). Each row of X meets the weights in the same order whatever m is.
 template <class Dec>
-void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t m, float* Y) {
+void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t m, float* Y, int64_t j_begin,
+                   int64_t j_end) {
     static_assert(!Dec::kScaled && Dec::kBlk == 8);
     const int64_t nb = k / 8;
-#pragma omp parallel for schedule(static) if (double(m) * double(n) * double(k) >= kParallelMinWork)
-    for (int64_t j = 0; j < n; j++) {
+    for (int64_t j = j_begin; j < j_end; j++) {
         const uint8_t* row = W.row(j);
         for (int64_t i = 0; i < m; i++) {
             const float* x = X + i * k;
@@ -224,52 +225,56 @@ void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* X, in
     }
 }
 
-// The v3 driver for one decoder: output rows in groups of kRows over OpenMP threads (static);
-// within a group the X rows pass kXRows at a time, so the group's kRows weight rows are read
-// from memory once (they stay in L1) and each decoded block serves kXRows rows of X.
+// The v3 driver for one decoder, as a row job: output rows in groups of kRows (each thread takes a
+// contiguous share); within a group the X rows pass kXRows at a time, so the group's kRows weight
+// rows are read from memory once (they stay in L1) and each decoded block serves kXRows rows of X.
+// Element types (no block scale) go row by row (gemv_elements, above).
 template <class Dec>
-void matmul_v3_typed(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t m, float* Y) {
+RowJob v3_job(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t m, float* Y) {
+    RowJob job;
+    job.rows = n;
+    job.row_cost = double(row_bytes(W.type, k));
     if constexpr (!Dec::kScaled) {
-        return gemv_elements<Dec>(W, k, n, X, m, Y);  // row by row (see above)
+        job.run = [&W, k, n, X, m, Y](int64_t j0, int64_t j1) { gemv_elements<Dec>(W, k, n, X, m, Y, j0, j1); };
+        return job;
     }
     constexpr int kRows = 4, kXRows = 2;
     const int64_t nb = k / Dec::kBlk;
-    std::vector<float> xsum;  // (m, k/32) per-block sums of X, Q4_1 only
+    auto xsum = std::make_shared<std::vector<float>>();  // (m, k/32) per-block sums of X, Q4_1 only
     if constexpr (Dec::kUsesXsum) {
-        xsum.resize(size_t(m * nb));
+        xsum->resize(size_t(m * nb));
         for (int64_t i = 0; i < m; i++)
             for (int64_t b = 0; b < nb; b++) {
                 float s = 0.0f;
                 for (int c = 0; c < Dec::kBlk; c++) s += X[i * k + b * Dec::kBlk + c];
-                xsum[size_t(i * nb + b)] = s;
+                (*xsum)[size_t(i * nb + b)] = s;
             }
     }
-    const int64_t groups = (n + kRows - 1) / kRows;
-    const double work = double(m) * double(n) * double(k);  // multiply-adds
-#pragma omp parallel for schedule(static) if (work >= kParallelMinWork)
-    for (int64_t g = 0; g < groups; g++) {
-        const int64_t j0 = g * kRows;
-        const int64_t rows = std::min<int64_t>(kRows, n - j0);
-        const uint8_t* w[kRows];
-        for (int64_t r = 0; r < rows; r++) w[r] = W.row(j0 + r);
-        int64_t i = 0;
-        for (; i < m; i += kXRows) {
-            const int64_t xr = std::min<int64_t>(kXRows, m - i);
-            const float* x = X + i * k;
-            const float* xs = Dec::kUsesXsum ? xsum.data() + i * nb : nullptr;
-            float* y = Y + i * n + j0;
-            if (rows == kRows && xr == kXRows) {
-                dot_rows<Dec, kRows, kXRows>(w, x, k, xs, nb, y, n);
-            } else if (rows == kRows) {
-                dot_rows<Dec, kRows, 1>(w, x, k, xs, nb, y, n);  // the last odd X row
-            } else {
-                for (int64_t r = 0; r < rows; r++)
-                    for (int64_t ii = 0; ii < xr; ii++)
-                        dot_rows<Dec, 1, 1>(w + r, x + ii * k, k, xs ? xs + ii * nb : nullptr, nb,
-                                            y + ii * n + r, n);
+    job.align = kRows;
+    job.run = [&W, k, n, X, m, Y, nb, xsum](int64_t j_begin, int64_t j_end) {
+        for (int64_t j0 = j_begin; j0 < j_end; j0 += kRows) {
+            const int64_t rows = std::min<int64_t>(kRows, j_end - j0);
+            const uint8_t* w[kRows];
+            for (int64_t r = 0; r < rows; r++) w[r] = W.row(j0 + r);
+            for (int64_t i = 0; i < m; i += kXRows) {
+                const int64_t xr = std::min<int64_t>(kXRows, m - i);
+                const float* x = X + i * k;
+                const float* xs = Dec::kUsesXsum ? xsum->data() + i * nb : nullptr;
+                float* y = Y + i * n + j0;
+                if (rows == kRows && xr == kXRows) {
+                    dot_rows<Dec, kRows, kXRows>(w, x, k, xs, nb, y, n);
+                } else if (rows == kRows) {
+                    dot_rows<Dec, kRows, 1>(w, x, k, xs, nb, y, n);  // the last odd X row
+                } else {
+                    for (int64_t r = 0; r < rows; r++)
+                        for (int64_t ii = 0; ii < xr; ii++)
+                            dot_rows<Dec, 1, 1>(w + r, x + ii * k, k, xs ? xs + ii * nb : nullptr, nb,
+                                                y + ii * n + r, n);
+                }
             }
         }
-    }
+    };
+    return job;
 }
 
 // The v3 decoders as a plain dequantizer: rows [j0, j0 + rows) of W into out (rows, k) f32.
@@ -383,22 +388,29 @@ Cost matmul_v2_eigen(const TensorView& W, const float* X, int64_t m, float* Y) {
 // into FMAs, kRows output rows per pass so each x vector is reused (see matmul_v3_typed).
 Cost matmul_v3_simd(const TensorView& W, const float* X, int64_t m, float* Y) {
     const Dims d = check_weight(W, "matmul_v3_simd");
+    const RowJob job = v3_row_job(W, X, m, Y);
+    run_row_jobs(&job, 1, double(m) * double(d.n) * double(d.k) >= kParallelMinWork);
+    return matmul_cost(W, m);
+}
+
+RowJob v3_row_job(const TensorView& W, const float* X, int64_t m, float* Y) {
+    const Dims d = check_weight(W, "matmul_v3_simd");
     if (!v3_types(W.type))
         throw Error("matmul_v3_simd: weight '" + W.name + "' is " + std::string(dtype_name(W.type)) +
                     (RIDGE_MATMUL_V3 ? ", this variant takes F32, F16, BF16, Q8_0, Q4_0, Q4_1 only"
                                      : ", and this build has no AVX2 + FMA + F16C"));
 #if RIDGE_MATMUL_V3
     switch (W.type) {
-        case DType::F32: matmul_v3_typed<DecF32>(W, d.k, d.n, X, m, Y); break;
-        case DType::F16: matmul_v3_typed<DecF16>(W, d.k, d.n, X, m, Y); break;
-        case DType::BF16: matmul_v3_typed<DecBF16>(W, d.k, d.n, X, m, Y); break;
-        case DType::Q8_0: matmul_v3_typed<DecQ8_0>(W, d.k, d.n, X, m, Y); break;
-        case DType::Q4_0: matmul_v3_typed<DecQ4_0>(W, d.k, d.n, X, m, Y); break;
-        case DType::Q4_1: matmul_v3_typed<DecQ4_1>(W, d.k, d.n, X, m, Y); break;
+        case DType::F32: return v3_job<DecF32>(W, d.k, d.n, X, m, Y);
+        case DType::F16: return v3_job<DecF16>(W, d.k, d.n, X, m, Y);
+        case DType::BF16: return v3_job<DecBF16>(W, d.k, d.n, X, m, Y);
+        case DType::Q8_0: return v3_job<DecQ8_0>(W, d.k, d.n, X, m, Y);
+        case DType::Q4_0: return v3_job<DecQ4_0>(W, d.k, d.n, X, m, Y);
+        case DType::Q4_1: return v3_job<DecQ4_1>(W, d.k, d.n, X, m, Y);
         default: break;
     }
 #endif
-    return matmul_cost(W, m);
+    return RowJob{};
 }
 
 // v5: prefill in tiles. Each OpenMP thread takes kTileRows weight rows at a time, dequantizes them
@@ -447,22 +459,25 @@ Cost matmul_rows(const TensorView& W, const float* X, int64_t m, const Quantized
 
 void matmul_rows_fused(const MatmulOutput* outs, int n_outs, const float* X, int64_t m, const QuantizedRows* Xq,
                        Cost* costs) {
-    bool all_int = Xq != nullptr;
-    for (int o = 0; o < n_outs; o++) all_int = all_int && has_int_kernel(outs[o].w->type);
-    if (!all_int) {
-        for (int o = 0; o < n_outs; o++) costs[o] = matmul_rows(*outs[o].w, X, m, Xq, outs[o].y);
-        return;
-    }
-    if (Xq->m != m) throw Error("matmul: weight '" + outs[0].w->name + "' got integer rows for another batch");
+    // Each output as matmul_rows would take it: a row job for the integer and v3 kernels, v1 alone.
     std::vector<RowJob> jobs;
     double work = 0;  // multiply-adds
     for (int o = 0; o < n_outs; o++) {
         const TensorView& W = *outs[o].w;
-        jobs.push_back(int_k_simd_types(W.type) ? int_k_row_job(W, *Xq, outs[o].y) : int_row_job(W, *Xq, outs[o].y));
-        costs[o] = matmul_int_cost(W, m);
-        work += double(m) * double(W.ne(1)) * double(Xq->k);
+        if (Xq != nullptr && has_int_kernel(W.type)) {
+            if (Xq->m != m) throw Error("matmul: weight '" + W.name + "' got integer rows for another batch");
+            jobs.push_back(int_k_simd_types(W.type) ? int_k_row_job(W, *Xq, outs[o].y) : int_row_job(W, *Xq, outs[o].y));
+            costs[o] = matmul_int_cost(W, m);
+        } else if (v3_types(W.type)) {
+            jobs.push_back(v3_row_job(W, X, m, outs[o].y));
+            costs[o] = matmul_cost(W, m);
+        } else {
+            costs[o] = matmul_rows(W, X, m, Xq, outs[o].y);
+            continue;
+        }
+        work += double(m) * double(W.ne(1)) * double(W.ne(0));
     }
-    run_row_jobs(jobs.data(), n_outs, work >= kParallelMinWork);
+    run_row_jobs(jobs.data(), int(jobs.size()), work >= kParallelMinWork);
 }
 
 Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {

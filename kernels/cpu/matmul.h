@@ -60,10 +60,9 @@ Cost matmul_rows(const TensorView& W, const float* X, int64_t m, const Quantized
 Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y);
 
 // matmul_rows for several weights that read the same X (q, k and v; gate and up): Y_o = X . W_o^T.
-// When all of them take Xq's integer kernels, their rows are split among the threads of one OpenMP
-// region (row_jobs.h: one team start instead of one per weight); otherwise each goes through
-// matmul_rows in turn. Each Y_o is what matmul_rows gives alone, bit for bit (tested); costs[o] is
-// its cost.
+// The outputs that take the integer or v3 kernels have their rows split among the threads of one
+// OpenMP region (row_jobs.h: one team start instead of one per weight); any other (v1) runs alone.
+// Each Y_o is what matmul_rows gives alone, bit for bit (tested); costs[o] is its cost.
 struct MatmulOutput {
     const TensorView* w;
     float* y;  // (m, w->ne(1))
@@ -81,6 +80,7 @@ Cost matmul_v0_scalar(const TensorView& W, const float* X, int64_t m, float* Y);
 Cost matmul_v1_rows(const TensorView& W, const float* X, int64_t m, float* Y);
 Cost matmul_v2_eigen(const TensorView& W, const float* X, int64_t m, float* Y);  // F32 W only
 Cost matmul_v3_simd(const TensorView& W, const float* X, int64_t m, float* Y);   // see above
+RowJob v3_row_job(const TensorView& W, const float* X, int64_t m, float* Y);     // v3 as a row job
 Cost matmul_v5_tiled(const TensorView& W, const float* X, int64_t m, float* Y);  // see above
 Cost matmul_v6_packed(const TensorView& W, const float* X, int64_t m, float* Y); // see above
 
