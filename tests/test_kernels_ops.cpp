@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/cost.h"
 #include "kernels/cpu/f16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
@@ -263,6 +264,15 @@ TEST(Swiglu, HandWorked) {
     }
 }
 
+TEST(ParallelFor, EveryIndexOnceEitherWay) {
+    for (bool parallel : {false, true})
+        for (int64_t n : {0, 1, 2, 7, 1000}) {
+            std::vector<int> hits(size_t(n), 0);
+            cpu::parallel_for(n, parallel, [&](int64_t i) { hits[size_t(i)]++; });
+            EXPECT_EQ(hits, std::vector<int>(size_t(n), 1)) << "n " << n << (parallel ? " parallel" : " serial");
+        }
+}
+
 TEST(Swiglu, MatchesScalarOnRandom) {
     const int64_t n = 5 * 1537;
     const auto g = random_floats(size_t(n), 41, -10, 10), u = random_floats(size_t(n), 42, -3, 3);
@@ -278,12 +288,23 @@ TEST(Add, HandWorkedAndRandom) {
     const float y[3] = {10, -2, 0.5f};
     cpu::add(x, y, 3);
     EXPECT_EQ(std::vector<float>(x, x + 3), (std::vector<float>{11, 0, 3.5f}));
-    const int64_t n = 100003;
-    auto a = random_floats(size_t(n), 51), b = random_floats(size_t(n), 52);
-    std::vector<float> ref = a;
-    cpu::add_v0_scalar(ref.data(), b.data(), n);
-    cpu::add_v1_omp(a.data(), b.data(), n);
-    EXPECT_EQ(a, ref);
+    // One row (a plain loop) and 140003 elements (parallel, in chunks of 1024 and a short last one).
+    for (int64_t n : {int64_t(576), int64_t(140003)}) {
+        auto a = random_floats(size_t(n), 51), b = random_floats(size_t(n), 52);
+        std::vector<float> ref = a;
+        cpu::add_v0_scalar(ref.data(), b.data(), n);
+        cpu::add_v1_omp(a.data(), b.data(), n);
+        EXPECT_EQ(a, ref) << n;
+    }
+}
+
+TEST(Swiglu, ParallelMatchesScalar) {
+    const int64_t n = 40003;  // above the threshold of two threads, and not a whole number of vectors
+    const auto g = random_floats(size_t(n), 43, -10, 10), u = random_floats(size_t(n), 44, -3, 3);
+    std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+    cpu::swiglu_v0_scalar(g.data(), u.data(), n, ref.data());
+    cpu::swiglu_v1_omp(g.data(), u.data(), n, got.data());
+    expect_close(got.data(), ref.data(), size_t(n), 1e-6, 1e-5, "swiglu, parallel");
 }
 
 }  // namespace
