@@ -99,14 +99,15 @@ int main(int argc, char** argv) {
         cpu::QuantizedRows xq;
         long sink = 0;
 
-        auto read_one_region = [&] {
+        // Groups [g0, g1) read in one OpenMP region, each thread its share of each matrix.
+        auto read_groups = [&](size_t g0, size_t g1) {
             long s = 0;
 #pragma omp parallel reduction(^ : s)
             {
                 const int t = omp_get_thread_num(), nt = omp_get_num_threads();
                 uint64_t acc[4] = {};
-                for (const auto& g : groups)
-                    for (const TensorView* w : g) {
+                for (size_t g = g0; g < g1; g++)
+                    for (const TensorView* w : groups[g]) {
                         size_t b, e;
                         share(w->nbytes, t, nt, b, e);
                         read_all(w->data + b, e - b, acc);
@@ -115,22 +116,9 @@ int main(int argc, char** argv) {
             }
             sink ^= s;
         };
+        auto read_one_region = [&] { read_groups(0, groups.size()); };
         auto read_per_group = [&] {
-            for (const auto& g : groups) {
-                long s = 0;
-#pragma omp parallel reduction(^ : s)
-                {
-                    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-                    uint64_t acc[4] = {};
-                    for (const TensorView* w : g) {
-                        size_t b, e;
-                        share(w->nbytes, t, nt, b, e);
-                        read_all(w->data + b, e - b, acc);
-                    }
-                    s ^= long(acc[0] ^ acc[1] ^ acc[2] ^ acc[3]);
-                }
-                sink ^= s;
-            }
+            for (size_t g = 0; g < groups.size(); g++) read_groups(g, g + 1);
         };
         auto matmuls = [&] {
             for (const auto& g : groups) {

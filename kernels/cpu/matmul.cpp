@@ -9,6 +9,7 @@
 
 #include <Eigen/Dense>
 
+#include "kernels/cpu/row_groups.h"
 #include "kernels/cpu/simd.h"
 #define RIDGE_MATMUL_V3 RIDGE_CPU_SIMD
 
@@ -252,27 +253,11 @@ RowJob v3_job(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t
     }
     job.align = kRows;
     job.run = [&W, k, n, X, m, Y, nb, xsum](int64_t j_begin, int64_t j_end) {
-        for (int64_t j0 = j_begin; j0 < j_end; j0 += kRows) {
-            const int64_t rows = std::min<int64_t>(kRows, j_end - j0);
-            const uint8_t* w[kRows];
-            for (int64_t r = 0; r < rows; r++) w[r] = W.row(j0 + r);
-            for (int64_t i = 0; i < m; i += kXRows) {
-                const int64_t xr = std::min<int64_t>(kXRows, m - i);
-                const float* x = X + i * k;
-                const float* xs = Dec::kUsesXsum ? xsum->data() + i * nb : nullptr;
-                float* y = Y + i * n + j0;
-                if (rows == kRows && xr == kXRows) {
-                    dot_rows<Dec, kRows, kXRows>(w, x, k, xs, nb, y, n);
-                } else if (rows == kRows) {
-                    dot_rows<Dec, kRows, 1>(w, x, k, xs, nb, y, n);  // the last odd X row
-                } else {
-                    for (int64_t r = 0; r < rows; r++)
-                        for (int64_t ii = 0; ii < xr; ii++)
-                            dot_rows<Dec, 1, 1>(w + r, x + ii * k, k, xs ? xs + ii * nb : nullptr, nb,
-                                                y + ii * n + r, n);
-                }
-            }
-        }
+        for_row_groups<kRows, kXRows>(j_begin, j_end, m, n, Y, [&](int64_t j) { return W.row(j); },
+                                      [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y) {
+                                          const float* xs = Dec::kUsesXsum ? xsum->data() + i * nb : nullptr;
+                                          dot_rows<Dec, R, M>(w, X + i * k, k, xs, nb, y, n);
+                                      });
     };
     return job;
 }

@@ -10,6 +10,7 @@
 #include "kernels/cpu/simd.h"
 #define RIDGE_MATMUL_V4 RIDGE_CPU_SIMD
 
+#include "kernels/cpu/row_groups.h"
 #include "kernels/cpu/row_jobs.h"
 #include "weights/blocks.h"
 #include "weights/error.h"
@@ -207,28 +208,15 @@ inline void dot_rows(const uint8_t* const* w, const XRow* x, int64_t nb, float* 
 // 62-65 with 4 rows, Q4_1 83-90 against 71-90).
 template <class Dec, int kRows>
 void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
-    constexpr int kXRows = 2;
-    const int64_t k = X.k, n = W.ne(1), m = X.m, nb = k / 32;
-    const size_t rb = row_bytes(W.type, k);
-    auto xrow = [&](int64_t i) { return XRow{X.codes(i), X.scales(i), X.sums(i)}; };
-    for (int64_t g0 = j0; g0 < j1; g0 += kRows) {
-        const int64_t rows = std::min<int64_t>(kRows, j1 - g0);
-        const uint8_t* w[kRows];
-        for (int64_t r = 0; r < rows; r++) w[r] = W.data + size_t(g0 + r) * rb;
-        for (int64_t i = 0; i < m; i += kXRows) {
-            const int64_t xr = std::min<int64_t>(kXRows, m - i);
-            const XRow x[kXRows] = {xrow(i), xrow(i + xr - 1)};
-            float* y = Y + i * n + g0;
-            if (rows == kRows && xr == kXRows) {
-                dot_rows<Dec, kRows, kXRows>(w, x, nb, y, n);
-            } else if (rows == kRows) {
-                dot_rows<Dec, kRows, 1>(w, x, nb, y, n);  // the last odd X row
-            } else {
-                for (int64_t r = 0; r < rows; r++)
-                    for (int64_t ii = 0; ii < xr; ii++) dot_rows<Dec, 1, 1>(w + r, x + ii, nb, y + ii * n + r, n);
-            }
-        }
-    }
+    const int64_t n = W.ne(1), nb = X.k / 32;
+    const size_t rb = row_bytes(W.type, X.k);
+    for_row_groups<kRows, 2>(
+        j0, j1, X.m, n, Y, [&](int64_t j) { return W.data + size_t(j) * rb; },
+        [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y) {
+            XRow x[M];
+            for (int t = 0; t < M; t++) x[t] = XRow{X.codes(i + t), X.scales(i + t), X.sums(i + t)};
+            dot_rows<Dec, R, M>(w, x, nb, y, n);
+        });
 }
 
 template <class Dec>

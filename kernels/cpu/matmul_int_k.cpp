@@ -15,6 +15,7 @@
 #include "kernels/cpu/simd.h"
 #define RIDGE_MATMUL_V4K RIDGE_CPU_SIMD
 
+#include "kernels/cpu/row_groups.h"
 #include "kernels/cpu/row_jobs.h"
 #include "weights/blocks.h"
 #include "weights/error.h"
@@ -222,26 +223,13 @@ void dot_rows(const uint8_t* const* w, const XRow* x, int64_t nsb, float* y, int
 // Output rows [j0, j1) (j0 a multiple of 4), 4 weight rows per pass, the rows of X 2 at a time.
 template <class Dec>
 void v4_k_rows(const TensorView& W, const XPrepared& xp, float* Y, int64_t j0, int64_t j1) {
-    constexpr int kRows = 4, kXRows = 2;
-    const int64_t n = W.ne(1), m = xp.x->m, nsb = xp.x->k / QK_K;
-    for (int64_t g0 = j0; g0 < j1; g0 += kRows) {
-        const int64_t rows = std::min<int64_t>(kRows, j1 - g0);
-        const uint8_t* w[kRows];
-        for (int64_t r = 0; r < rows; r++) w[r] = W.row(g0 + r);
-        for (int64_t i = 0; i < m; i += kXRows) {
-            const int64_t xr = std::min<int64_t>(kXRows, m - i);
-            const XRow x[kXRows] = {xp.row(i), xp.row(i + xr - 1)};
-            float* y = Y + i * n + g0;
-            if (rows == kRows && xr == kXRows) {
-                dot_rows<Dec, kRows, kXRows>(w, x, nsb, y, n);
-            } else if (rows == kRows) {
-                dot_rows<Dec, kRows, 1>(w, x, nsb, y, n);  // the last odd X row
-            } else {
-                for (int64_t r = 0; r < rows; r++)
-                    for (int64_t ii = 0; ii < xr; ii++) dot_rows<Dec, 1, 1>(w + r, x + ii, nsb, y + ii * n + r, n);
-            }
-        }
-    }
+    const int64_t n = W.ne(1), nsb = xp.x->k / QK_K;
+    for_row_groups<4, 2>(j0, j1, xp.x->m, n, Y, [&](int64_t j) { return W.row(j); },
+                         [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y) {
+                             XRow x[M];
+                             for (int t = 0; t < M; t++) x[t] = xp.row(i + t);
+                             dot_rows<Dec, R, M>(w, x, nsb, y, n);
+                         });
 }
 
 // X's codes in lane order, shared by the job's calls (one per thread).
