@@ -232,8 +232,8 @@ TEST(Counters, LayersAndOpsSumToTheTotal) {
 TEST(Counters, PrefillAndDecodeAreSeparate) {
     const Model& m = load(kStories).model;
     const Config& c = m.config;
-    const int T = 24, n = 5;
-    const Ran r = run(m, T, n, DType::F32, /*max_rows=*/10);  // prefill in chunks of 10, 10, 4
+    const int K = int(cpu::kTiledMinRows), T = 2 * K + 4, n = 5;
+    const Ran r = run(m, T, n, DType::F32, /*max_rows=*/K);  // prefill in chunks of K, K, 4
     const PhaseStats& pre = r.session->prefill_stats;
     const PhaseStats& dec = r.session->decode_stats;
     EXPECT_EQ(pre.tokens, T);
@@ -247,11 +247,11 @@ TEST(Counters, PrefillAndDecodeAreSeparate) {
     const double wq = double(m.layers[0].attn_q->nbytes) * c.n_layers;
     EXPECT_DOUBLE_EQ(pre.counters.op(Op::Q).cost.weight_bytes, 3 * wq);
     EXPECT_DOUBLE_EQ(dec.counters.op(Op::Q).cost.weight_bytes, n * wq);
-    // Prefill: the chunks of 10 (kTiledMinRows) take the blocked attention, which reads each
-    // position it sees once (10, then 20); the chunk of 4 attends row by row to 21 + 22 + 23 + 24
-    // keys. Decode attends to T+1 + ... + T+n.
+    // Prefill: the chunks of K (kTiledMinRows) take the blocked attention, which reads each
+    // position it sees once (K, then 2K); the chunk of 4 attends row by row to 2K+1 .. 2K+4 keys.
+    // Decode attends to T+1 + ... + T+n.
     const double kv_row = 2.0 * c.n_layers * c.kv_dim() * 4;
-    EXPECT_DOUBLE_EQ(pre.counters.total().cost.kv_read, kv_row * (10 + 20 + (21 + 22 + 23 + 24)));
+    EXPECT_DOUBLE_EQ(pre.counters.total().cost.kv_read, kv_row * (K + 2 * K + (8 * K + 10)));
     EXPECT_DOUBLE_EQ(dec.counters.total().cost.kv_read, kv_row * ((T + n) * (T + n + 1) / 2 - T * (T + 1) / 2));
     EXPECT_EQ(pre.counters.op(Op::OutputHead).calls, 1);  // logits for the last prompt row only
     EXPECT_EQ(dec.counters.op(Op::OutputHead).calls, n);

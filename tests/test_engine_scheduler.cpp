@@ -108,7 +108,9 @@ RequestCallbacks collect(Collected& c) {
 // Requests join in two waves (the second while the first decodes), with different max_new so they
 // leave at different steps; the step budget delays some prompt chunks to later steps.
 void expect_batched_equals_alone(const Model& m, const Tokenizer& tok, int max_batch, int kv_tokens) {
-    const int chunk = 16, n_ctx = 256;
+    // Chunks of kTiledMinRows + 2 rows: a prompt's whole chunks take the tiled path, its rest the
+    // row-exact one, beside other sequences' decode rows.
+    const int chunk = int(cpu::kTiledMinRows) + 2, n_ctx = 256;
     const int base_new = test::kSanitized ? 4 : 20;
     const auto ps = prompts(tok, chunk);
     std::vector<int> max_new;
@@ -118,7 +120,7 @@ void expect_batched_equals_alone(const Model& m, const Tokenizer& tok, int max_b
     opt.n_ctx = n_ctx;
     opt.max_batch = max_batch;
     opt.chunk = chunk;
-    opt.step_rows = 24;  // one chunk plus decode rows: chunks wait for later steps
+    opt.step_rows = chunk + 8;  // one chunk plus decode rows: chunks wait for later steps
     opt.kv_tokens = kv_tokens;
     Scheduler sched(m, &tok, opt);
     std::vector<Collected> got(ps.size());
@@ -305,7 +307,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
     exact.exact = true;
     const auto ps = prompts(*w.tok, 16);
     const std::vector<int32_t> b_prompt(ps[2].begin(), ps[2].begin() + 7), c(ps[4].begin(), ps[4].begin() + 5),
-        a(ps[2].begin() + 3, ps[2].begin() + 15);
+        a(ps[2].begin() + 3, ps[2].begin() + 3 + cpu::kTiledMinRows + 2);  // a tiled chunk
     const int V = fast.config.n_vocab;
     for (const Model* m : {&fast, &exact})
         for (DType kv : {DType::F32, DType::F16}) {
@@ -320,7 +322,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
                 for (size_t i = 0; i < ids.size(); i++)
                     batch.add(ids[i], seq, int(i), all_logits || i + 1 == ids.size());
             };
-            // Alone: B's prompt then its decode row; C's 5 rows; A's 12 rows.
+            // Alone: B's prompt then its decode row; C's 5 rows; A's chunk.
             std::vector<float> b_alone, c_alone, a_alone;
             {
                 KVCache cache(m->config, 64, kv);
@@ -348,7 +350,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
                 Workspace ws;
                 Batch batch;
                 const int s = cache.new_sequence();
-                cache.append(s, 12);
+                cache.append(s, int(a.size()));
                 prompt_rows(batch, a, s, false);
                 a_alone = run(cache, ws, batch);
             }
@@ -357,7 +359,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
             Workspace ws;
             Batch batch;
             const int sb = cache.new_sequence(), sc = cache.new_sequence(), sa = cache.new_sequence();
-            cache.append(sb, 8), cache.append(sc, 5), cache.append(sa, 12);
+            cache.append(sb, 8), cache.append(sc, 5), cache.append(sa, int(a.size()));
             prompt_rows(batch, b_prompt, sb, false);
             run(cache, ws, batch);
             batch.clear();
@@ -375,38 +377,39 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
 // forward()'s runs: stretches of >= kTiledMinRows consecutive positions of one sequence are tiled,
 // the rest are grouped into row-exact runs.
 TEST(SplitRuns, HandWorked) {
-    ASSERT_EQ(cpu::kTiledMinRows, 10);
+    const int K = int(cpu::kTiledMinRows);
     std::vector<int32_t> seq, pos;
     auto add = [&](int s, int p0, int n) {
         for (int i = 0; i < n; i++) seq.push_back(s), pos.push_back(p0 + i);
     };
-    add(0, 7, 1);   // decode rows of three sequences
+    add(0, 7, 1);      // decode rows of three sequences
     add(1, 3, 1);
     add(2, 40, 1);
-    add(3, 0, 12);  // a prompt chunk: tiled
-    add(4, 16, 9);  // a short chunk: row-exact
-    add(5, 0, 10);  // tiled
-    add(5, 11, 1);  // same sequence but not the next position: row-exact
+    add(3, 0, K + 2);  // a prompt chunk: tiled
+    add(4, 16, K - 1); // a short chunk: row-exact
+    add(5, 0, K);      // tiled
+    add(5, K + 1, 1);  // same sequence but not the next position: row-exact
+    const int64_t a = 3 + K + 2, b = a + K - 1, c = b + K;  // where the chunks end
     std::vector<RowRun> runs;
-    split_runs(seq.data(), pos.data(), 34, runs);
+    split_runs(seq.data(), pos.data(), c, runs);
     ASSERT_EQ(runs.size(), 4u);
     EXPECT_EQ(runs[0].begin, 0);
     EXPECT_EQ(runs[0].end, 3);
     EXPECT_FALSE(runs[0].tiled);
     EXPECT_EQ(runs[1].begin, 3);
-    EXPECT_EQ(runs[1].end, 15);
+    EXPECT_EQ(runs[1].end, a);
     EXPECT_TRUE(runs[1].tiled);
-    EXPECT_EQ(runs[2].begin, 15);
-    EXPECT_EQ(runs[2].end, 24);
+    EXPECT_EQ(runs[2].begin, a);
+    EXPECT_EQ(runs[2].end, b);
     EXPECT_FALSE(runs[2].tiled);
-    EXPECT_EQ(runs[3].begin, 24);
-    EXPECT_EQ(runs[3].end, 34);
+    EXPECT_EQ(runs[3].begin, b);
+    EXPECT_EQ(runs[3].end, c);
     EXPECT_TRUE(runs[3].tiled);
     // (the last row-exact row after it)
-    split_runs(seq.data(), pos.data(), 35, runs);
+    split_runs(seq.data(), pos.data(), c + 1, runs);
     ASSERT_EQ(runs.size(), 5u);
-    EXPECT_EQ(runs[4].begin, 34);
-    EXPECT_EQ(runs[4].end, 35);
+    EXPECT_EQ(runs[4].begin, c);
+    EXPECT_EQ(runs[4].end, c + 1);
     EXPECT_FALSE(runs[4].tiled);
     split_runs(seq.data(), pos.data(), 0, runs);
     EXPECT_TRUE(runs.empty());

@@ -94,12 +94,13 @@ struct Dims {
 Dims check_weight(const TensorView& W, const char* who);
 void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, float* out);
 
-// Weight rows per v5 tile, and the rows of X from which matmul() takes the tiled path: below it the
-// tile's dequantization costs more than the GEMM saves (measured with v5 on SmolLM2's 1536x576 Q4_1
-// matrices: v4_int 50 GFLOP/s at m = 8, v5 46 at m = 8, 65 at m = 16, 165 at m = 128; 2 threads;
-// not re-measured for v6).
+// Weight rows per v5 tile, and the rows of X from which matmul() takes the tiled path: below it
+// the row-exact kernels are faster. Measured as SmolLM2 prefill of p tokens (`ridge bench -p P -n 0
+// -r 5`, 2 threads, the two builds alternating): the row-exact path against v6 + blocked attention
+// was 1.19-1.41x as fast at p = 12 and 1.07-1.13x at p = 20 for Q4_1, Q8_0 and F16, and 0.93x at
+// p = 24 (Q4_1; 0.78x at 48). The earlier threshold of 10 came from v5 against the f32 kernels.
 inline constexpr int64_t kTileRows = 32;
-inline constexpr int64_t kTiledMinRows = 10;
+inline constexpr int64_t kTiledMinRows = 22;
 
 // Whether this build has an integer kernel for the type (v4_int or v4_int_k), and whether
 // matmul() given X in integers uses them for this weight type and m rows.
