@@ -137,20 +137,18 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
             }
             // Row-exact: the outputs in one call (one OpenMP region for all of them), its time
             // shared among their ops in proportion to their weight bytes.
+            const Linear* o = outs.begin();
+            const int n = int(outs.size());
             cpu::MatmulOutput mo[kMaxLinearOutputs];
             cpu::Cost costs[kMaxLinearOutputs];
-            int n = 0;
-            for (const Linear& o : outs) mo[n++] = {o.w, o.y + run.begin * o.w->ne(1)};
+            for (int i = 0; i < n; i++) mo[i] = {o[i].w, o[i].y + run.begin * o[i].w->ne(1)};
             cpu::matmul_rows_fused(mo, n, xr, run.rows(), xq, costs);
             if (!counters) continue;
             double bytes = 0;
-            for (int o = 0; o < n; o++) bytes += costs[o].weight_bytes;
+            for (int i = 0; i < n; i++) bytes += costs[i].weight_bytes;
             const double s = elapsed();
-            n = 0;
-            for (const Linear& o : outs) {
-                counters->add(layer, o.op, costs[n], bytes > 0 ? s * costs[n].weight_bytes / bytes : s / double(outs.size()));
-                n++;
-            }
+            for (int i = 0; i < n; i++)
+                counters->add(layer, o[i].op, costs[i], bytes > 0 ? s * costs[i].weight_bytes / bytes : s / n);
         }
     };
     // Attention run by run: a tiled run (one prompt chunk) through the blocked kernel, row-exact

@@ -24,7 +24,7 @@ void run_row_jobs(const RowJob* jobs, int n_jobs, bool parallel) {
     auto cut = [&](int o, double x) {
         const RowJob& job = jobs[o];
         const double r = std::ceil((x - start[size_t(o)]) / job.row_cost);
-        int64_t j = std::clamp<int64_t>(int64_t(r), 0, job.rows);
+        int64_t j = int64_t(std::clamp(r, 0.0, double(job.rows)));
         j = (j + job.align - 1) / job.align * job.align;
         return std::min(j, job.rows);
     };

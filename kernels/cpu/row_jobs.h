@@ -11,7 +11,7 @@ namespace ridge::cpu {
 
 // One matmul's rows as a job: run(j0, j1) computes its output rows [j0, j1) on the calling thread,
 // for any j0 that is a multiple of `align` (the kernel's rows per pass; j1 is one too, or rows).
-// row_cost weighs its rows against other jobs' (bytes per weight row), so that shares balance.
+// row_cost (> 0) weighs its rows against other jobs' (bytes per weight row), so that shares balance.
 struct RowJob {
     int64_t rows = 0;
     int64_t align = 1;
