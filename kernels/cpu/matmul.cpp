@@ -372,9 +372,8 @@ Cost matmul_v2_eigen(const TensorView& W, const float* X, int64_t m, float* Y) {
 // v3: AVX2 + FMA + F16C; Q4_0 / Q4_1 / Q8_0 / F16 (and F32) blocks decoded in registers straight
 // into FMAs, kRows output rows per pass so each x vector is reused (see matmul_v3_typed).
 Cost matmul_v3_simd(const TensorView& W, const float* X, int64_t m, float* Y) {
-    const Dims d = check_weight(W, "matmul_v3_simd");
-    const RowJob job = v3_row_job(W, X, m, Y);
-    run_row_jobs(&job, 1, double(m) * double(d.n) * double(d.k) >= kParallelMinWork);
+    const RowJob job = v3_row_job(W, X, m, Y);  // checks W
+    run_row_jobs(&job, 1, double(m) * double(W.ne(1)) * double(W.ne(0)) >= kParallelMinWork);
     return matmul_cost(W, m);
 }
 
