@@ -149,9 +149,9 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
     struct Case {
         int64_t m, n, k;
     };
-    // Odd row counts (the 1-row tail of the 4-row groups), odd X rows (the 1-row tail of the X
-    // pairs), 1 to 3 blocks past the last whole group of 4 blocks and none; the last cases are past
-    // kParallelMinWork, so OpenMP runs them.
+    // Row counts that leave a short last group of the 4-row groups (padded), odd X rows (the 1-row
+    // tail of the X pairs), rows of 1 to 48 blocks; the last cases are past kParallelMinWork, so
+    // OpenMP runs them.
     const Case cases[] = {{1, 1, 32},  {1, 7, 64},   {2, 5, 96},   {3, 13, 32},  {5, 33, 160},
                           {2, 3, 128}, {4, 9, 256}, {1, 401, 96}, {7, 67, 576}, {1, 70, 1536}};
     uint32_t seed = 4321;

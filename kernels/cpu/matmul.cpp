@@ -254,9 +254,9 @@ RowJob v3_job(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t
     job.align = kRows;
     job.run = [&W, k, n, X, m, Y, nb, xsum](int64_t j_begin, int64_t j_end) {
         for_row_groups<kRows, kXRows>(j_begin, j_end, m, n, Y, [&](int64_t j) { return W.row(j); },
-                                      [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y) {
+                                      [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
                                           const float* xs = Dec::kUsesXsum ? xsum->data() + i * nb : nullptr;
-                                          dot_rows<Dec, R, M>(w, X + i * k, k, xs, nb, y, n);
+                                          dot_rows<Dec, R, M>(w, X + i * k, k, xs, nb, y, ys);
                                       });
     };
     return job;

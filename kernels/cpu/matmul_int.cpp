@@ -77,71 +77,50 @@ inline Codes nibbles(const uint8_t* qs) {
     return c;
 }
 
-// The 2-byte (f16) or 4-byte (f16 pair) fields of up to 4 blocks, at p, p + stride, ...: 0 past n.
-// Built in registers: stores to memory read back as one vector would stall store forwarding.
-template <class T>
-inline T field(const uint8_t* p, size_t stride, int j, int n) {
-    T v = 0;
-    if (j < n) std::memcpy(&v, p + size_t(j) * stride, sizeof(T));
-    return v;
-}
-inline __m128 f16_lanes(const uint8_t* p, size_t stride, int n) {
-    const __m128i h = _mm_setr_epi16(short(field<uint16_t>(p, stride, 0, n)), short(field<uint16_t>(p, stride, 1, n)),
-                                     short(field<uint16_t>(p, stride, 2, n)), short(field<uint16_t>(p, stride, 3, n)),
-                                     0, 0, 0, 0);
-    return _mm_cvtph_ps(h);
-}
-// Two adjacent f16 fields (a at p, b at p + 2) of up to 4 blocks -> a and b as 4 lanes each.
-inline void f16_pair_lanes(const uint8_t* p, size_t stride, int n, __m128& a, __m128& b) {
-    const __m256 ab = _mm256_cvtph_ps(_mm_setr_epi32(int(field<uint32_t>(p, stride, 0, n)), int(field<uint32_t>(p, stride, 1, n)),
-                                                     int(field<uint32_t>(p, stride, 2, n)), int(field<uint32_t>(p, stride, 3, n))));
-    const __m128 lo = _mm256_castps256_ps128(ab), hi = _mm256_extractf128_ps(ab, 1);  // a0 b0 a1 b1 | a2 b2 a3 b3
-    a = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-    b = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
-}
-
-// One decoder per weight type: block b of a row -> its codes; scales(row, b, n) -> the f16 scale d
-// (and Q4_1's minimum mn) of blocks b..b+n-1 as 4 lanes, 0 past n.
+// One decoder per weight type: block b of a row -> its codes, and the offset of its f16 scale d
+// (Q4_1's minimum mn follows it).
 struct IntQ4_0 {
     static constexpr bool kUsesSum = false;
-    static constexpr size_t kBlockBytes = sizeof(block_q4_0);
+    static constexpr size_t kBlockBytes = sizeof(block_q4_0), kScaleOffset = offsetof(block_q4_0, d);
     static Codes decode(const uint8_t* row, int64_t b) { return nibbles<8>(reinterpret_cast<const block_q4_0*>(row)[b].qs); }
-    static void scales(const uint8_t* row, int64_t b, int n, __m128& d, __m128&) {
-        d = f16_lanes(row + b * sizeof(block_q4_0) + offsetof(block_q4_0, d), sizeof(block_q4_0), n);
-    }
 };
 struct IntQ4_1 {
     static constexpr bool kUsesSum = true;
-    static constexpr size_t kBlockBytes = sizeof(block_q4_1);
+    static constexpr size_t kBlockBytes = sizeof(block_q4_1), kScaleOffset = offsetof(block_q4_1, d);
+    static_assert(offsetof(block_q4_1, m) == offsetof(block_q4_1, d) + 2);
     static Codes decode(const uint8_t* row, int64_t b) { return nibbles<0>(reinterpret_cast<const block_q4_1*>(row)[b].qs); }
-    static void scales(const uint8_t* row, int64_t b, int n, __m128& d, __m128& mn) {
-        static_assert(offsetof(block_q4_1, m) == offsetof(block_q4_1, d) + 2);
-        f16_pair_lanes(row + b * sizeof(block_q4_1) + offsetof(block_q4_1, d), sizeof(block_q4_1), n, d, mn);
-    }
 };
 struct IntQ8_0 {
     static constexpr bool kUsesSum = false;
-    static constexpr size_t kBlockBytes = sizeof(block_q8_0);
+    static constexpr size_t kBlockBytes = sizeof(block_q8_0), kScaleOffset = offsetof(block_q8_0, d);
     static Codes decode(const uint8_t* row, int64_t b) {
         const __m128i* q = reinterpret_cast<const __m128i*>(reinterpret_cast<const block_q8_0*>(row)[b].qs);
         return {_mm256_cvtepi8_epi16(_mm_loadu_si128(q)), _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1))};
     }
-    static void scales(const uint8_t* row, int64_t b, int n, __m128& d, __m128&) {
-        d = f16_lanes(row + b * sizeof(block_q8_0) + offsetof(block_q8_0, d), sizeof(block_q8_0), n);
-    }
 };
 
-// 4 blocks' int32 lanes p0..p3 -> one vector whose lanes j and j + 4 together hold block j's sum.
+// Block b's scale d of 4 weight rows as 4 lanes, and the 2 bytes after it (Q4_1's mn) as 4 more.
+// Each row's 4 bytes are moved into a register of their own and joined by unpacks: an insert from
+// memory costs more, and a store read back as one vector would stall store forwarding.
+template <class Dec>
+inline void scales4(const uint8_t* const* w, int64_t b, __m128& d, __m128& mn) {
+    __m128i f[4];
+    for (int r = 0; r < 4; r++) {
+        int32_t v;
+        std::memcpy(&v, w[r] + size_t(b) * Dec::kBlockBytes + Dec::kScaleOffset, sizeof(v));
+        f[r] = _mm_cvtsi32_si128(v);
+    }
+    const __m256 dm = _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_unpacklo_epi32(f[0], f[1]), _mm_unpacklo_epi32(f[2], f[3])));
+    const __m128 lo = _mm256_castps256_ps128(dm), hi = _mm256_extractf128_ps(dm, 1);  // d0 m0 d1 m1 | d2 m2 d3 m3
+    d = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    mn = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+// 4 int32 vectors p0..p3 -> one vector whose lanes r and r + 4 together hold the sum of p_r's lanes.
 inline __m256i fold4(const __m256i* p) {
     const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
     const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
     return _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
-}
-
-// 4 floats from p, 0 past n.
-inline __m128 load_lanes(const float* p, int n) {
-    if (n == 4) return _mm_loadu_ps(p);
-    return _mm_setr_ps(p[0], n > 1 ? p[1] : 0.0f, n > 2 ? p[2] : 0.0f, 0.0f);
 }
 
 // One row of X as the kernels read it.
@@ -151,71 +130,58 @@ struct XRow {
     const float* sum;  // (k/32) block sums
 };
 
-// Blocks b..b+n-1 (n <= 4) of R weight rows against M rows of X, added to the accumulators: each
-// block's integer dot product, folded 4 blocks to a vector, converted once and scaled by
-// d_w * d_x lane by lane; Q4_1's mn * sum_x goes to a 4-lane accumulator of its own. Every
-// (weight row, X row) pair takes the same operations in the same order whatever R and M are.
-// Each weight row's stream is prefetched this many bytes ahead of the block being decoded: about
-// 5% faster SmolLM2 decode than the hardware prefetcher alone (1024 against 0, 512 and 2048-4096,
-// alternating runs), the most on the Q8_0 output head.
-constexpr size_t kPrefetchBytes = 1024;
-
-template <class Dec, int R, int M>
-__attribute__((always_inline)) inline void dot_group(const uint8_t* const* w, const XRow* x, int64_t b, int n,
-                                                     __m256 (&acc)[R][M], __m128 (&macc)[R][M]) {
-    for (int r = 0; r < R; r++) {
-        _mm_prefetch(reinterpret_cast<const char*>(w[r]) + b * Dec::kBlockBytes + kPrefetchBytes, _MM_HINT_T0);
-        __m256i p[M][4];
-        for (int j = 0; j < 4; j++) {
-            if (j >= n) {
-                for (int i = 0; i < M; i++) p[i][j] = _mm256_setzero_si256();
-                continue;
-            }
-            const Codes wq = Dec::decode(w[r], b + j);
-            for (int i = 0; i < M; i++) {
-                const __m256i* q = reinterpret_cast<const __m256i*>(x[i].q + (b + j) * 32);
-                p[i][j] = simd::dot_add_i16(simd::dot_add_i16(_mm256_setzero_si256(), wq.lo, _mm256_load_si256(q)),
-                                            wq.hi, _mm256_load_si256(q + 1));
-            }
+// The 4 rows of a group lie one after another in memory, and the next group follows them: while a
+// group is read, the next one is prefetched at the same pace (4 blocks a step), one group ahead.
+// 4 weight rows w[0..4) (the next group's bytes at next) times M rows of X into y[i * y_stride + r], one block of every row at a
+// time: the 4 rows' integer dot products with X's block fold into one vector (lanes r and r + 4 hold
+// row r's), converted once and scaled by d_w * d_x lane by lane; Q4_1's mn * sum_x goes to a 4-lane
+// accumulator of its own, and the two halves and it are added at the end. The rows ride in lanes,
+// so a row has no tail of blocks and no horizontal sum of its own (SmolLM2's rows are 18 blocks
+// long), and each block of X, loaded once, serves 4 rows. Every (weight row, X row) pair takes the
+// same operations in the same order whatever its group and M are.
+template <class Dec, int M>
+inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, int64_t nb, float* y, int64_t y_stride) {
+    __m256 acc[M];
+    __m128 macc[M];
+    for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps(), macc[i] = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        Codes wq[4];
+        for (int r = 0; r < 4; r++) {
+            _mm_prefetch(reinterpret_cast<const char*>(next) + size_t(4 * b + r) * Dec::kBlockBytes, _MM_HINT_T0);
+            wq[r] = Dec::decode(w[r], b);
         }
-        __m128 d, mn = _mm_setzero_ps();
-        Dec::scales(w[r], b, n, d, mn);
+        __m128 d, mn;
+        scales4<Dec>(w, b, d, mn);
         for (int i = 0; i < M; i++) {
-            const __m128 s = _mm_mul_ps(d, load_lanes(x[i].d + b, n));
-            acc[r][i] = _mm256_fmadd_ps(_mm256_set_m128(s, s), _mm256_cvtepi32_ps(fold4(p[i])), acc[r][i]);
-            if constexpr (Dec::kUsesSum) macc[r][i] = _mm_fmadd_ps(mn, load_lanes(x[i].sum + b, n), macc[r][i]);
+            const __m256i* q = reinterpret_cast<const __m256i*>(x[i].q + b * 32);
+            const __m256i q0 = _mm256_load_si256(q), q1 = _mm256_load_si256(q + 1);
+            __m256i p[4];
+            for (int r = 0; r < 4; r++)
+                p[r] = simd::dot_add_i16(simd::dot_add_i16(_mm256_setzero_si256(), wq[r].lo, q0), wq[r].hi, q1);
+            const __m128 s = _mm_mul_ps(d, _mm_broadcast_ss(x[i].d + b));
+            acc[i] = _mm256_fmadd_ps(_mm256_set_m128(s, s), _mm256_cvtepi32_ps(fold4(p)), acc[i]);
+            if constexpr (Dec::kUsesSum) macc[i] = _mm_fmadd_ps(mn, _mm_broadcast_ss(x[i].sum + b), macc[i]);
         }
+    }
+    for (int i = 0; i < M; i++) {
+        const __m128 halves = _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1));
+        _mm_storeu_ps(y + i * y_stride, _mm_add_ps(halves, macc[i]));
     }
 }
 
-// R weight rows times M rows of X: y[i * y_stride + r] = w[r] . x_i.
-template <class Dec, int R, int M>
-inline void dot_rows(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, int64_t y_stride) {
-    __m256 acc[R][M];
-    __m128 macc[R][M];
-    for (int r = 0; r < R; r++)
-        for (int i = 0; i < M; i++) acc[r][i] = _mm256_setzero_ps(), macc[r][i] = _mm_setzero_ps();
-    int64_t b = 0;
-    for (; b + 4 <= nb; b += 4) dot_group<Dec, R, M>(w, x, b, 4, acc, macc);
-    if (b < nb) dot_group<Dec, R, M>(w, x, b, int(nb - b), acc, macc);
-    for (int r = 0; r < R; r++)
-        for (int i = 0; i < M; i++) y[i * y_stride + r] = simd::hsum8(acc[r][i]) + simd::hsum4(macc[r][i]);
-}
-
-// Output rows [j0, j1) (j0 a multiple of kRows), kRows weight rows per pass: 4 (each x block serves
-// 4 rows) for several rows of X; 1 for decode, where one weight stream per thread is what the
-// hardware prefetcher follows best (SmolLM2 decode, 3 alternating runs each: Q8_0 64-72 t/s against
-// 62-65 with 4 rows, Q4_1 83-90 against 71-90).
-template <class Dec, int kRows>
+// Output rows [j0, j1) (j0 a multiple of 4), 4 weight rows per pass (a short last group padded),
+// the rows of X 2 at a time.
+template <class Dec>
 void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
     const int64_t n = W.ne(1), nb = X.k / 32;
     const size_t rb = row_bytes(W.type, X.k);
-    for_row_groups<kRows, 2>(
+    for_row_groups<4, 2, true>(
         j0, j1, X.m, n, Y, [&](int64_t j) { return W.data + size_t(j) * rb; },
-        [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y) {
+        [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
+            static_assert(R == 4);
             XRow x[M];
             for (int t = 0; t < M; t++) x[t] = XRow{X.codes(i + t), X.scales(i + t), X.sums(i + t)};
-            dot_rows<Dec, R, M>(w, x, nb, y, n);
+            dot4<Dec, M>(w, w[0] + 4 * rb, x, nb, y, ys);
         });
 }
 
@@ -224,12 +190,8 @@ RowJob v4_job(const TensorView& W, const QuantizedRows& X, float* Y) {
     RowJob job;
     job.rows = W.ne(1);
     job.row_cost = double(row_bytes(W.type, X.k));
-    if (X.m == 1) {
-        job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, 1>(W, X, Y, j0, j1); };
-    } else {
-        job.align = 4;
-        job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, 4>(W, X, Y, j0, j1); };
-    }
+    job.align = 4;
+    job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec>(W, X, Y, j0, j1); };
     return job;
 }
 #endif  // RIDGE_MATMUL_V4

@@ -225,10 +225,10 @@ template <class Dec>
 void v4_k_rows(const TensorView& W, const XPrepared& xp, float* Y, int64_t j0, int64_t j1) {
     const int64_t n = W.ne(1), nsb = xp.x->k / QK_K;
     for_row_groups<4, 2>(j0, j1, xp.x->m, n, Y, [&](int64_t j) { return W.row(j); },
-                         [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y) {
+                         [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
                              XRow x[M];
                              for (int t = 0; t < M; t++) x[t] = xp.row(i + t);
-                             dot_rows<Dec, R, M>(w, x, nsb, y, n);
+                             dot_rows<Dec, R, M>(w, x, nsb, y, ys);
                          });
 }
 
