@@ -40,7 +40,7 @@ void Workspace::reserve(const Config& c, int64_t m, int64_t m_out) {
     n_vocab = c.n_vocab;
 }
 
-void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, std::vector<RowRun>& runs) {
+void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, int64_t min_tiled, std::vector<RowRun>& runs) {
     runs.clear();
     auto add = [&](int64_t begin, int64_t end, bool tiled) {
         if (begin == end) return;
@@ -52,7 +52,7 @@ void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, std::vector<R
     for (int64_t i = 0; i < m;) {
         int64_t j = i + 1;  // [i, j): consecutive positions of one sequence
         while (j < m && seq[j] == seq[i] && pos[j] == pos[j - 1] + 1) j++;
-        add(i, j, j - i >= cpu::kTiledMinRows);
+        add(i, j, j - i >= min_tiled);
         i = j;
     }
 }
@@ -77,10 +77,10 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
     }
 
     // The rows as runs (tiled prompt chunks, row-exact rest), and the same for the logits rows.
-    split_runs(batch.seq.data(), batch.pos.data(), m, ws.runs);
+    split_runs(batch.seq.data(), batch.pos.data(), m, model.tiled_min_rows(), ws.runs);
     for (int64_t i = 0, r = 0; i < m; i++)
         if (batch.want_logits[i]) ws.out_seq[r] = batch.seq[i], ws.out_pos[r] = batch.pos[i], r++;
-    split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, ws.out_runs);
+    split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, model.tiled_min_rows(), ws.out_runs);
 
     // count(layer, op, cost) records a kernel call that has just returned: its cost, and the wall
     // time since the previous count (the kernels run one after another, each joining its threads;

@@ -3,7 +3,7 @@
 // (rows x d) . W product. Keys and values go to each row's sequence in the paged KVCache and each
 // row attends to its own sequence's positions 0..pos (the causal mask).
 //
-// Batch invariance: the rows split into runs (see RowRun). A stretch of kTiledMinRows or more
+// Batch invariance: the rows split into runs (see RowRun). A stretch of Model::tiled_min_rows() or more
 // consecutive positions of one sequence (a prompt chunk) is a tiled run: its matmuls take f32
 // tiles (weights reused across its rows) and its attention the blocked kernel. All other rows
 // (decode rows, short prompts) form row-exact runs: matmuls and attention that compute each row
@@ -45,10 +45,10 @@ struct RowRun {
     bool tiled = false;
     int64_t rows() const { return end - begin; }
 };
-// Splits rows with these sequences and positions into runs: each stretch of at least
-// cpu::kTiledMinRows consecutive positions of one sequence is a tiled run; the rows between them
+// Splits rows with these sequences and positions into runs: each stretch of at least min_tiled
+// (Model::tiled_min_rows()) consecutive positions of one sequence is a tiled run; the rows between them
 // (any number) form row-exact runs. Appends to `runs` (cleared first).
-void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, std::vector<RowRun>& runs);
+void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, int64_t min_tiled, std::vector<RowRun>& runs);
 
 // Activation buffers, named by role, grown to the largest batch seen and then reused.
 // m = rows of the batch, m_out = rows whose logits are wanted.

@@ -1,6 +1,7 @@
 // Model::from_file: the GGUF-named tensors of a Llama model, checked for type and shape.
 #include "engine/model.h"
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/cpu/matmul.h"
@@ -84,8 +85,17 @@ bool Model::int_rows(std::initializer_list<const TensorView*> weights) const {
     return false;
 }
 
+int64_t Model::tiled_min_rows() const {
+    int64_t rows = cpu::kTiledMinRows;
+    if (exact) return rows;
+    for (const LayerWeights& L : layers)
+        for (const TensorView* w : {L.attn_q, L.attn_k, L.attn_v, L.attn_output, L.ffn_gate, L.ffn_up, L.ffn_down})
+            rows = std::max(rows, cpu::tiled_min_rows(w->type));
+    return rows;
+}
+
 bool Model::int_input(std::initializer_list<const TensorView*> weights, int64_t m) const {
-    return m < cpu::kTiledMinRows && int_rows(weights);
+    return m < tiled_min_rows() && int_rows(weights);
 }
 
 }  // namespace ridge

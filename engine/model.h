@@ -33,8 +33,8 @@ struct Model {
     std::vector<LayerWeights> layers;         // (n_layers)
     // How the matmuls multiply. false (the default, fast): a matmul whose weights have an
     // integer kernel (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) gets its input rows quantized to 16-bit integers
-    // (matmul_int.h) for decode rows and short prompts; runs of cpu::kTiledMinRows rows or more of
-    // one prompt take f32 tiles (matmul_v5_tiled).
+    // (matmul_int.h) for decode rows and short prompts; runs of tiled_min_rows() rows or more of
+    // one prompt take f32 tiles (matmul_tiled).
     // true (--exact): every matmul takes f32 activations, the reference arithmetic.
     bool exact = false;
 
@@ -46,9 +46,14 @@ struct Model {
     // norms and one embedding row.
     double weight_bytes_per_token() const;
     int64_t n_params() const;
+    // The rows of one prompt from which forward() multiplies them as a tiled run (cpu::matmul_tiled)
+    // rather than row by row: the largest cpu::tiled_min_rows of the layers' weight types on the
+    // fast path (40 for a Q4_0/Q4_1/Q8_0 model, 22 for F16 or a K-quant one), 22 under exact.
+    int64_t tiled_min_rows() const;
     // Whether forward() quantizes an input shared by these matmuls to 16-bit integers: on the fast
     // path, when one of them has an integer kernel, for a run of rows computed row by row
-    // (int_rows, cpu::matmul_rows), or for m rows of one prompt (int_input: only below kTiledMinRows).
+    // (int_rows, cpu::matmul_rows), or for m rows of one prompt (int_input: only below
+    // tiled_min_rows()).
     bool int_rows(std::initializer_list<const TensorView*> weights) const;
     bool int_input(std::initializer_list<const TensorView*> weights, int64_t m) const;
 };

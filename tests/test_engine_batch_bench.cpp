@@ -172,9 +172,9 @@ TEST(BatchBench, NoPromptDecodesFromPositionZeroAndNoCeilingsNoBound) {
 TEST(BatchBench, SmolLM2WeightsAreReadOncePerStep) {
     const Loaded& l = test::load(kSmol);
     const ModelStats stats = compute_stats(*l.file);
-    // Below and above the tiled matmul's row threshold (cpu::kTiledMinRows); decode rows of separate
-    // sequences are row-exact either way.
-    const int above = int(cpu::kTiledMinRows) + 2;
+    // Below and above the tiled matmul's row threshold (the model's tiled_min_rows()); decode rows
+    // of separate sequences are row-exact either way.
+    const int above = int(l.model.tiled_min_rows()) + 2;
     const std::vector<int> batch = test::kSanitized ? std::vector<int>{1, 2} : std::vector<int>{1, 3, above};
     const BatchBenchResult res = run_batch_bench(l.model, tiny(batch, 2, 1, 1), nullptr);
     const double row_weights = double(stats.embedding_row_bytes) + double(l.model.output_norm->nbytes);

@@ -86,7 +86,7 @@ TEST(Counters, EachProjectionCostsTwoMNK) {
             // The input: f32 rows, or on the fast path their 16-bit integer blocks (72 bytes per 32)
             // when T is below the tiled prefill's threshold.
             const bool q16 = m.int_input({m.layers[0].attn_q}, T);
-            EXPECT_EQ(q16, path == kSmol && T < cpu::kTiledMinRows);  // SmolLM2 is Q4_1; stories260K F32
+            EXPECT_EQ(q16, path == kSmol && T < m.tiled_min_rows());  // SmolLM2 is Q4_1; stories260K F32
             EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.act_read, L * T * (q16 ? d / 32 * 72 : 4.0 * d)) << path;
             EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.act_written, L * 4.0 * T * c.q_dim()) << path;
         }
@@ -232,7 +232,7 @@ TEST(Counters, LayersAndOpsSumToTheTotal) {
 TEST(Counters, PrefillAndDecodeAreSeparate) {
     const Model& m = load(kStories).model;
     const Config& c = m.config;
-    const int K = int(cpu::kTiledMinRows), T = 2 * K + 4, n = 5;
+    const int K = int(m.tiled_min_rows()), T = 2 * K + 4, n = 5;
     const Ran r = run(m, T, n, DType::F32, /*max_rows=*/K);  // prefill in chunks of K, K, 4
     const PhaseStats& pre = r.session->prefill_stats;
     const PhaseStats& dec = r.session->decode_stats;
@@ -247,7 +247,7 @@ TEST(Counters, PrefillAndDecodeAreSeparate) {
     const double wq = double(m.layers[0].attn_q->nbytes) * c.n_layers;
     EXPECT_DOUBLE_EQ(pre.counters.op(Op::Q).cost.weight_bytes, 3 * wq);
     EXPECT_DOUBLE_EQ(dec.counters.op(Op::Q).cost.weight_bytes, n * wq);
-    // Prefill: the chunks of K (kTiledMinRows) take the blocked attention, which reads each
+    // Prefill: the chunks of K (tiled_min_rows()) take the blocked attention, which reads each
     // position it sees once (K, then 2K); the chunk of 4 attends row by row to 2K+1 .. 2K+4 keys.
     // Decode attends to T+1 + ... + T+n.
     const double kv_row = 2.0 * c.n_layers * c.kv_dim() * 4;

@@ -169,7 +169,7 @@ TEST(Explain, SmolLM2Shapes) {
 
     // Prefill of 64 rows: the same ops on (64 × k) inputs, causal attention over 64 positions,
     // the embedding 64 rows, the logits for the last row only.
-    // Prefill rows take the tiled f32 kernel (64 >= cpu::kTiledMinRows): no quantize step, except
+    // Prefill rows take the tiled f32 kernel (64 >= the model's tiled_min_rows()): no quantize step, except
     // before the logits of the one last row.
     EXPECT_EQ(e.prefill.layer.size(), decode.size() - 4);
     EXPECT_EQ(e.prefill.layer[1].shape, "x(64×576) · Wq(576×576)");

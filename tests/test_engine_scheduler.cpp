@@ -108,9 +108,9 @@ RequestCallbacks collect(Collected& c) {
 // Requests join in two waves (the second while the first decodes), with different max_new so they
 // leave at different steps; the step budget delays some prompt chunks to later steps.
 void expect_batched_equals_alone(const Model& m, const Tokenizer& tok, int max_batch, int kv_tokens) {
-    // Chunks of kTiledMinRows + 2 rows: a prompt's whole chunks take the tiled path, its rest the
-    // row-exact one, beside other sequences' decode rows.
-    const int chunk = int(cpu::kTiledMinRows) + 2, n_ctx = 256;
+    // Chunks of m.tiled_min_rows() + 2 rows: a prompt's whole chunks take the tiled path, its rest
+    // the row-exact one, beside other sequences' decode rows.
+    const int chunk = int(m.tiled_min_rows()) + 2, n_ctx = 256;
     const int base_new = test::kSanitized ? 4 : 20;
     const auto ps = prompts(tok, chunk);
     std::vector<int> max_new;
@@ -305,9 +305,11 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
     const WithTokenizer& w = model(kSmol);
     Model fast = w.loaded->model, exact = w.loaded->model;
     exact.exact = true;
-    const auto ps = prompts(*w.tok, 16);
+    const auto ps = prompts(*w.tok, 32);
+    const int64_t tiled = fast.tiled_min_rows() + 2;  // a tiled chunk on both paths (exact's threshold is lower)
+    ASSERT_GE(int64_t(ps[2].size()), 3 + tiled);
     const std::vector<int32_t> b_prompt(ps[2].begin(), ps[2].begin() + 7), c(ps[4].begin(), ps[4].begin() + 5),
-        a(ps[2].begin() + 3, ps[2].begin() + 3 + cpu::kTiledMinRows + 2);  // a tiled chunk
+        a(ps[2].begin() + 3, ps[2].begin() + 3 + tiled);
     const int V = fast.config.n_vocab;
     for (const Model* m : {&fast, &exact})
         for (DType kv : {DType::F32, DType::F16}) {
@@ -374,8 +376,8 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
         }
 }
 
-// forward()'s runs: stretches of >= kTiledMinRows consecutive positions of one sequence are tiled,
-// the rest are grouped into row-exact runs.
+// forward()'s runs: stretches of >= K (the model's tiled_min_rows()) consecutive positions of one
+// sequence are tiled, the rest are grouped into row-exact runs.
 TEST(SplitRuns, HandWorked) {
     const int K = int(cpu::kTiledMinRows);
     std::vector<int32_t> seq, pos;
@@ -391,7 +393,7 @@ TEST(SplitRuns, HandWorked) {
     add(5, K + 1, 1);  // same sequence but not the next position: row-exact
     const int64_t a = 3 + K + 2, b = a + K - 1, c = b + K;  // where the chunks end
     std::vector<RowRun> runs;
-    split_runs(seq.data(), pos.data(), c, runs);
+    split_runs(seq.data(), pos.data(), c, K, runs);
     ASSERT_EQ(runs.size(), 4u);
     EXPECT_EQ(runs[0].begin, 0);
     EXPECT_EQ(runs[0].end, 3);
@@ -406,12 +408,12 @@ TEST(SplitRuns, HandWorked) {
     EXPECT_EQ(runs[3].end, c);
     EXPECT_TRUE(runs[3].tiled);
     // (the last row-exact row after it)
-    split_runs(seq.data(), pos.data(), c + 1, runs);
+    split_runs(seq.data(), pos.data(), c + 1, K, runs);
     ASSERT_EQ(runs.size(), 5u);
     EXPECT_EQ(runs[4].begin, c);
     EXPECT_EQ(runs[4].end, c + 1);
     EXPECT_FALSE(runs[4].tiled);
-    split_runs(seq.data(), pos.data(), 0, runs);
+    split_runs(seq.data(), pos.data(), 0, K, runs);
     EXPECT_TRUE(runs.empty());
 }
 

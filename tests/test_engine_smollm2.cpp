@@ -18,6 +18,7 @@
 #include "engine/perplexity.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "kernels/cpu/matmul.h"
 #include "engine_test_util.h"
 #include "kernel_test_util.h"
 #include "weights/model_file.h"
@@ -215,6 +216,19 @@ TEST(SmolLM2, PrefillAndDecodeGiveTheSameLogits) {
                                (m->exact ? "exact" : "fast") + std::string(" position ") + std::to_string(t));
         }
     }
+}
+
+// SmolLM2's layers are Q4_1: on the fast path prompts go row by row below 40 rows (the integer
+// kernel's threshold), under exact (f32 rows) below 22.
+TEST(SmolLM2, TiledThresholdFollowsTheWeightsAndThePath) {
+    Model fast = fixture().model, exact = fixture().model;
+    fast.exact = false;
+    exact.exact = true;
+    EXPECT_EQ(fast.tiled_min_rows(), cpu::kTiledMinRowsInt);
+    EXPECT_EQ(exact.tiled_min_rows(), cpu::kTiledMinRows);
+    EXPECT_TRUE(fast.int_input({fast.layers[0].attn_q}, cpu::kTiledMinRowsInt - 1));
+    EXPECT_FALSE(fast.int_input({fast.layers[0].attn_q}, cpu::kTiledMinRowsInt));
+    EXPECT_FALSE(exact.int_input({exact.layers[0].attn_q}, 1));
 }
 
 // The fast path against the exact path: the bounds of the CPU performance issue, over every

@@ -182,21 +182,29 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
 INSTANTIATE_TEST_SUITE_P(Types, MatmulIntTypes, ::testing::ValuesIn(kIntTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-TEST(MatmulInt, KQuantsTakeTheirIntegerKernelBelowTheTiledThreshold) {
-    for (DType t : {DType::Q4_K, DType::Q6_K}) {
-        if (!cpu::int_k_simd_types(t)) GTEST_SKIP() << "no AVX2 in this build";
+// matmul() given integer rows takes the integer kernel below the type's tiled threshold (22 for the
+// K-quants, 40 for Q4_0/Q4_1/Q8_0) and v6 from it on; given f32 rows, every type's threshold is 22.
+TEST(MatmulInt, IntegerKernelsBelowTheirTiledThreshold) {
+    for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+        if (!cpu::has_int_kernel(t)) GTEST_SKIP() << "no AVX2 in this build";
+        const bool k_quant = cpu::int_k_simd_types(t);
+        const int64_t threshold = cpu::tiled_min_rows(t);
+        EXPECT_EQ(threshold, k_quant ? cpu::kTiledMinRows : cpu::kTiledMinRowsInt) << dtype_name(t);
+        EXPECT_EQ(cpu::tiled_min_rows(t, /*integers=*/false), cpu::kTiledMinRows) << dtype_name(t);
         const int64_t n = 9, k = 512;
         const test::OwnedWeight W = test::random_weight(t, n, k, 21);
-        for (int64_t m : {int64_t(1), int64_t(3), cpu::kTiledMinRows}) {
+        for (int64_t m : {int64_t(1), int64_t(3), cpu::kTiledMinRows, threshold - 1, threshold}) {
             const std::vector<float> X = test::random_floats(size_t(m * k), 22);
             QuantizedRows q;
             cpu::quantize_rows(X.data(), m, k, q);
             std::vector<float> want(size_t(m * n)), got(size_t(m * n));
-            EXPECT_EQ(cpu::takes_int_input(t, m), m < cpu::kTiledMinRows);
-            if (m < cpu::kTiledMinRows)
+            EXPECT_EQ(cpu::takes_int_input(t, m), m < threshold);
+            if (m >= threshold)
+                cpu::matmul_v6_packed(W.view, X.data(), m, want.data());
+            else if (k_quant)
                 cpu::matmul_v4_int_k(W.view, q, want.data());
             else
-                cpu::matmul_v6_packed(W.view, X.data(), m, want.data());
+                cpu::matmul_v4_int(W.view, q, want.data());
             cpu::matmul(W.view, X.data(), m, &q, got.data());
             EXPECT_EQ(got, want) << dtype_name(t) << " m " << m;
         }

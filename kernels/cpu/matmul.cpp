@@ -427,7 +427,8 @@ Cost matmul_v5_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
 }
 
 bool has_int_kernel(DType t) { return int_simd_types(t) || int_k_simd_types(t); }
-bool takes_int_input(DType t, int64_t m) { return has_int_kernel(t) && m < kTiledMinRows; }
+int64_t tiled_min_rows(DType t, bool integers) { return integers && int_simd_types(t) ? kTiledMinRowsInt : kTiledMinRows; }
+bool takes_int_input(DType t, int64_t m) { return has_int_kernel(t) && m < tiled_min_rows(t); }
 
 Cost matmul_rows(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {
     if (Xq != nullptr && has_int_kernel(W.type)) {
@@ -473,7 +474,7 @@ Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
 }
 
 Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {
-    return m < kTiledMinRows ? matmul_rows(W, X, m, Xq, Y) : matmul_tiled(W, X, m, Y);
+    return m < tiled_min_rows(W.type, Xq != nullptr) ? matmul_rows(W, X, m, Xq, Y) : matmul_tiled(W, X, m, Y);
 }
 
 Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y) { return matmul(W, X, m, nullptr, Y); }

@@ -19,9 +19,10 @@
 //              rows, OpenMP over panels of 16 weight rows, each dequantized once and packed, and a
 //              6 x 16 register tile of f32 FMAs. Any loadable type; each element one FMA chain
 //              over k in order, whatever m is.
-// matmul() picks the variant: below kTiledMinRows rows of X it takes matmul_rows (the row-exact
-// kernels: v4_int / v4_int_k given X as 16-bit integers (matmul_int.h), else v3 where the CPU has it,
-// else v1); from kTiledMinRows on it takes matmul_tiled (v6, or v2 for F32 weights, used in place).
+// matmul() picks the variant: below tiled_min_rows(type) rows of X (22, or 40 for Q4_0/Q4_1/Q8_0
+// given integer input) it takes matmul_rows (the row-exact kernels: v4_int / v4_int_k given X as
+// 16-bit integers (matmul_int.h), else v3 where the CPU has it, else v1); from there on it takes
+// matmul_tiled (v6, or v2 for F32 weights, used in place).
 // Decode (m = 1) is the same call (matvec). v5 stays as the Eigen baseline v6 is measured against
 // (SmolLM2 pp512, 2 threads: v6 520-560 t/s, its matmuls ~145 GFLOP/s; v5 290-315 t/s, ~72).
 #pragma once
@@ -96,11 +97,17 @@ void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, f
 
 // Weight rows per v5 tile, and the rows of X from which matmul() takes the tiled path: below it
 // the row-exact kernels are faster. Measured as SmolLM2 prefill of p tokens (`ridge bench -p P -n 0
-// -r 5`, 2 threads, the two builds alternating): the row-exact path against v6 + blocked attention
-// was 1.19-1.41x as fast at p = 12 and 1.07-1.13x at p = 20 for Q4_1, Q8_0 and F16, and 0.93x at
-// p = 24 (Q4_1; 0.78x at 48). The earlier threshold of 10 came from v5 against the f32 kernels.
+// -r 5`, 2 threads, the two ways alternating, time of the row-exact path / the tiled one):
+//   kTiledMinRows, for the f32 row kernels (v3: F16, BF16, F32, and every type under --exact) and
+//   the K-quants: F16 0.71-0.84 at p = 12, 0.88-0.93 at 20, 1.0-1.1 at 24, 1.05-1.18 at 32.
+//   kTiledMinRowsInt, for Q4_0/Q4_1/Q8_0 on 16-bit integer input (4 weight rows in lanes): Q4_1
+//   0.75 at 24, 0.69 at 32, 0.94 at 40, 0.97-1.04 at 48; Q8_0 0.62, 0.72, 0.81 at 24, 32, 40.
 inline constexpr int64_t kTileRows = 32;
 inline constexpr int64_t kTiledMinRows = 22;
+inline constexpr int64_t kTiledMinRowsInt = 40;
+// The threshold for a weight type, with X given in integers where it has a kernel for them
+// (integers) or in f32 (the exact path).
+int64_t tiled_min_rows(DType t, bool integers = true);
 
 // Whether this build has an integer kernel for the type (v4_int or v4_int_k), and whether
 // matmul() given X in integers uses them for this weight type and m rows.
