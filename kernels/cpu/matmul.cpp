@@ -196,12 +196,16 @@ inline void dot_rows(const uint8_t* const* w, const float* x, int64_t k, const f
 // the m rows of X with 4 independent accumulators. The hardware prefetcher follows one stream per
 // core better than four interleaved rows: SmolLM2 F16 decode, 3 alternating runs each, 44-53 t/s
 // against 43-47 (and 29.5 against 20.3 GB/s streaming a 56 MB F16 matrix that stays in this
-// machine's large L3). Each row of X meets the weights in the same order whatever m is.
+// machine's large L3). A software prefetch 2 KiB ahead of the stream helps it further: SmolLM2
+// decode 0.85-0.89x the time for F16 (4 alternating pairs each against none; 1-4 KiB alike, 512 B
+// worse), 0.91x for F32. Each row of X meets the weights in the same order whatever m is.
+constexpr size_t kElementsAhead = 2048;
 template <class Dec>
 void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t m, float* Y, int64_t j_begin,
                    int64_t j_end) {
     static_assert(!Dec::kScaled && Dec::kBlk == 8);
     const int64_t nb = k / 8;
+    const size_t step = 4 * row_bytes(W.type, 8);  // bytes of 4 blocks: 64 (F16, BF16) or 128 (F32)
     for (int64_t j = j_begin; j < j_end; j++) {
         const uint8_t* row = W.row(j);
         for (int64_t i = 0; i < m; i++) {
@@ -210,11 +214,15 @@ void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* X, in
             float d, mn;
             __m256 q;
             int64_t b = 0;
-            for (; b + 4 <= nb; b += 4)
+            for (; b + 4 <= nb; b += 4) {
+                if (i == 0)  // the weight stream, kElementsAhead bytes on (into the next rows)
+                    for (size_t o = 0; o < step; o += 64)
+                        _mm_prefetch(reinterpret_cast<const char*>(row) + size_t(b / 4) * step + o + kElementsAhead, _MM_HINT_T0);
                 for (int v = 0; v < 4; v++) {
                     Dec::decode(row, b + v, &q, d, mn);
                     acc[v] = _mm256_fmadd_ps(q, _mm256_loadu_ps(x + 8 * (b + v)), acc[v]);
                 }
+            }
             for (; b < nb; b++) {
                 Dec::decode(row, b, &q, d, mn);
                 acc[0] = _mm256_fmadd_ps(q, _mm256_loadu_ps(x + 8 * b), acc[0]);

@@ -75,11 +75,11 @@ bool int_simd_types(DType t);
 Cost matmul_int_cost(const TensorView& W, int64_t m);
 // The scalar twin: each block's integer dot product in int64, scaled and summed in double.
 Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
-// AVX2 (+VNNI): OpenMP static over weight rows (one per pass for a single row of X, the decode
-// case; groups of 4 otherwise, each read once for every row of X, 2 X rows at a time). Blocks go 4
-// at a time: their 4 int32 vectors are folded into one, converted to f32 once and scaled by the 4
-// blocks' d_w * d_x with one FMA, so the per-block overhead (scales, conversion) is shared; each
-// weight stream is prefetched 1 KiB ahead.
+// AVX2 (+VNNI): OpenMP static over groups of 4 weight rows, each group read once for every row of
+// X (2 X rows at a time). A step takes one block of each of the 4 rows: their 4 int32 vectors fold
+// into one whose lanes are the rows, converted to f32 once and scaled by d_w * d_x with one FMA, so
+// the per-block overhead (scales, conversion) is shared and no row has a tail of blocks or a
+// horizontal sum of its own; the next group is prefetched at the same pace.
 Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y);
 
 // K-quant weights on the same rows (matmul_int_k.cpp): Q4_K and Q6_K super-blocks of 256, each
