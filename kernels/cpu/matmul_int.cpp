@@ -99,9 +99,9 @@ struct IntQ8_0 {
     }
 };
 
-// Block b's scale d of 4 weight rows as 4 lanes, and the 2 bytes after it (Q4_1's mn) as 4 more.
-// Each row's 4 bytes are moved into a register of their own and joined by unpacks: an insert from
-// memory costs more, and a store read back as one vector would stall store forwarding.
+// Block b's scale d of 4 weight rows as 4 lanes, and the 2 bytes after it (Q4_1's mn; codes, unused,
+// for the others) as 4 more. Each row's 4 bytes go into a register of their own and are joined by
+// unpacks (a store read back as one vector would stall store forwarding).
 template <class Dec>
 inline void scales4(const uint8_t* const* w, int64_t b, __m128& d, __m128& mn) {
     __m128i f[4];
