@@ -61,8 +61,9 @@ std::vector<ExplainOp> layer_ops(const Model& model, const LayerWeights& L, int6
     const std::string kv = type_name(kv_type);
     const int64_t seen = first_pos + m;  // positions the last row sees
     const std::string causal = m == 1 ? "" : " causal";
-    // A chunk of model.tiled_min_rows() rows or more (a tiled run of forward()) takes the blocked attention,
-    // which reads each key and value once for the whole chunk; shorter ones go row by row (v3_split).
+    // A chunk of model.tiled_min_rows() rows or more (a tiled run of forward()) takes the blocked
+    // attention, which reads each key and value once for the whole chunk; shorter ones go row by
+    // row (v3_split).
     const cpu::AttentionCost attn = m >= model.tiled_min_rows()
                                         ? cpu::attention_blocked_cost(m, first_pos + 1, int(kv_dim), kv_type, heads)
                                         : cpu::attention_cost(m, double(n_keys), int(kv_dim), kv_type, heads);

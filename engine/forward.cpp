@@ -77,10 +77,11 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
     }
 
     // The rows as runs (tiled prompt chunks, row-exact rest), and the same for the logits rows.
-    split_runs(batch.seq.data(), batch.pos.data(), m, model.tiled_min_rows(), ws.runs);
+    const int64_t min_tiled = model.tiled_min_rows();
+    split_runs(batch.seq.data(), batch.pos.data(), m, min_tiled, ws.runs);
     for (int64_t i = 0, r = 0; i < m; i++)
         if (batch.want_logits[i]) ws.out_seq[r] = batch.seq[i], ws.out_pos[r] = batch.pos[i], r++;
-    split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, model.tiled_min_rows(), ws.out_runs);
+    split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, min_tiled, ws.out_runs);
 
     // count(layer, op, cost) records a kernel call that has just returned: its cost, and the wall
     // time since the previous count (the kernels run one after another, each joining its threads;

@@ -3,8 +3,8 @@
 // (rows x d) . W product. Keys and values go to each row's sequence in the paged KVCache and each
 // row attends to its own sequence's positions 0..pos (the causal mask).
 //
-// Batch invariance: the rows split into runs (see RowRun). A stretch of Model::tiled_min_rows() or more
-// consecutive positions of one sequence (a prompt chunk) is a tiled run: its matmuls take f32
+// Batch invariance: the rows split into runs (see RowRun). A stretch of Model::tiled_min_rows() or
+// more consecutive positions of one sequence (a prompt chunk) is a tiled run: its matmuls take f32
 // tiles (weights reused across its rows) and its attention the blocked kernel. All other rows
 // (decode rows, short prompts) form row-exact runs: matmuls and attention that compute each row
 // alone. So a row's values depend only on its sequence and on how its prompt was cut into chunks,
