@@ -6,11 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define RIDGE_HD __host__ __device__
-#else
-#define RIDGE_HD
-#endif
+#include "weights/hd.h"
 
 // Bit-exactness note: y = d*q + m is written as two statements so that no compiler fuses it into
 // an FMA on the host (GCC in ISO mode does not fuse; clang fuses only within one expression). nvcc

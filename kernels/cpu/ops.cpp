@@ -97,25 +97,11 @@ Cost rope_cost(int64_t m, int n_heads, const RopeParams& p) {
     return c;
 }
 
-double rope_angle(int64_t pos, int i, int rope_dim, float freq_base) {
-    return double(pos) * std::pow(double(freq_base), -2.0 * double(i) / double(rope_dim));
-}
-
 namespace {
 void check_rope(const RopeParams& p) {
     if (p.rope_dim <= 0 || p.rope_dim % 2 != 0 || p.rope_dim > p.head_dim)
         throw Error("rope: rope_dim " + std::to_string(p.rope_dim) + " must be even, positive and <= head_dim " +
                     std::to_string(p.head_dim));
-}
-// Offsets of the two elements of pair i within a head.
-inline void pair_of(RopeStyle style, int i, int rope_dim, int& a, int& b) {
-    if (style == RopeStyle::Norm) {
-        a = 2 * i;
-        b = 2 * i + 1;
-    } else {
-        a = i;
-        b = i + rope_dim / 2;
-    }
 }
 // Rotates every head of one row by the precomputed cos/sin of its position.
 inline void rope_row(float* x_row, int n_heads, const RopeParams& p, const float* cos_t, const float* sin_t) {
@@ -124,7 +110,7 @@ inline void rope_row(float* x_row, int n_heads, const RopeParams& p, const float
         float* head = x_row + int64_t(h) * p.head_dim;  // (head_dim)
         for (int i = 0; i < n_pairs; i++) {
             int ia, ib;
-            pair_of(p.style, i, p.rope_dim, ia, ib);
+            rope_pair(p.style, i, p.rope_dim, &ia, &ib);
             const float a = head[ia], b = head[ib];
             head[ia] = a * cos_t[i] - b * sin_t[i];
             head[ib] = a * sin_t[i] + b * cos_t[i];
@@ -142,7 +128,7 @@ Cost rope_v0_scalar(float* x, const int32_t* pos, int64_t m, int n_heads, const 
             for (int i = 0; i < n_pairs; i++) {
                 const double t = rope_angle(pos[r], i, p.rope_dim, p.freq_base);
                 int ia, ib;
-                pair_of(p.style, i, p.rope_dim, ia, ib);
+                rope_pair(p.style, i, p.rope_dim, &ia, &ib);
                 const double a = head[ia], b = head[ib];
                 head[ia] = float(a * std::cos(t) - b * std::sin(t));
                 head[ib] = float(a * std::sin(t) + b * std::cos(t));

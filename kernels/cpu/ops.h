@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/cost.h"
+#include "kernels/rope_math.h"
 #include "weights/config.h"
 #include "weights/tensor.h"
 
@@ -43,8 +44,9 @@ struct RopeParams {
     float freq_base = 10000.0f;
     RopeStyle style = RopeStyle::Norm;  // Norm: pairs (2i, 2i+1); Neox: pairs (i, i + rope_dim/2)
 };
-// The angle of pair i at position pos: pos * freq_base^(-2i/rope_dim), computed in double.
-double rope_angle(int64_t pos, int i, int rope_dim, float freq_base);
+// The angle of pair i at position pos: pos * freq_base^(-2i/rope_dim), computed in double
+// (kernels/rope_math.h, shared with the CUDA kernels).
+using ridge::rope_angle;
 // Contract: for every row r, head h, pair i < rope_dim/2 with (a, b) the pair's elements:
 //   (a, b) <- (a*cos t - b*sin t, a*sin t + b*cos t), t = rope_angle(pos[r], i, ...).
 //   x: (m, n_heads * head_dim) in place; pos: (m) positions >= 0. Elements past rope_dim untouched.

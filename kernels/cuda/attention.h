@@ -1,0 +1,92 @@
+// Causal grouped-query attention over the paged KV cache on the GPU, and the store of new keys and
+// values into it: the CUDA twins of kernels/cpu/attention.h (same KVLayer, AttentionShape,
+// AttentionRow, same contracts and costs), on device pointers, queued on a Stream. Variants:
+// v1_split (decode rows, flash-decoding: the keys split across blocks, then combined) and
+// v2_flash (a prefill chunk: query tiles x key tiles in shared memory, online softmax). Plain C++:
+// host code includes it with the host compiler; attention.cu implements it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cost.h"
+#include "kernels/cuda/runtime.h"
+
+namespace ridge::cuda {
+
+// The query rows of one attention call, on both sides of the bus. The kernels read `device`; the
+// host reads `host` to size the launch, check the preconditions and count the cost, so both must
+// hold the same rows, and in both each block_table points to DEVICE memory (the host never
+// dereferences it, it only compares the pointers: v2's "one sequence" check). The engine builds
+// the rows once per step on the host, uploads them once, and passes both to every layer.
+struct AttentionRows {
+    const cpu::AttentionRow* device = nullptr;  // (m) in device memory (v2_flash does not read it)
+    const cpu::AttentionRow* host = nullptr;    // (m) the same rows in host memory
+    int64_t m = 0;                              // query rows
+};
+
+// Keys per split of v1_split: a CUDA block reads one split of one row's keys. Fixed (not chosen from
+// the batch) so that a row's result depends only on its own keys, never on the other rows.
+inline constexpr int kSplitKeys = 256;
+// The largest head_dim the kernels take (the register and shared-memory tiles are sized for it).
+inline constexpr int kMaxHeadDim = 256;
+
+// Contract (as cpu::kv_store): for each row i, K[slots[i]] = k[i] and V[slots[i]] = v[i], converted
+// to kv.type (F16: round to nearest even, bit for bit cpu::f32_to_f16 on every non-NaN value).
+//   kv.k, kv.v: (n_slots, kv_dim) on the device; k, v: (m, kv_dim) f32 on the device;
+//   slots: (m) int64 on the device, distinct, in [0, kv.n_slots).
+// The slots stay on the device, so the host cannot check them: a slot outside the cache is skipped
+// (nothing written outside the pool), and checking them is the caller's part (the engine computes
+// them on the host from its block tables). ridge::Error for a KV type other than F32 or F16.
+// Cost: cpu::kv_store_cost(m, kv_dim, kv.type), the CPU's counters exactly.
+cpu::Cost kv_store(const Stream& stream, const cpu::KVLayer& kv, const float* k, const float* v,
+                   const int64_t* slots, int64_t m);
+
+// Bytes of v1_split's partials for these rows: m * n_heads * max_splits * (head_dim + 2) floats,
+// max_splits = max_i ceil(n_keys_i / kSplitKeys); 0 when every row fits one split (then each block
+// writes its row's output itself and no combine runs). Host only: touches no device.
+size_t attention_v1_split_workspace_bytes(const cpu::AttentionRow* rows_host, int64_t m,
+                                          const cpu::AttentionShape& s);
+
+// v1_split, for decode rows (any rows: several sequences, any positions). Flash-decoding: a CUDA
+// block per (row, KV head, group of up to 4 of its query heads, split of kSplitKeys keys) reads
+// its keys and values once for all those query heads and writes a partial (max score, sum of
+// e^(s - max), e^(s - max)-weighted sum of values); a second kernel combines a row's splits in
+// order, each rescaled to the row's max. One long sequence thus spreads over
+// ceil(n_keys / 256) * n_kv_heads * ceil(group / 4) blocks (group = n_heads / n_kv_heads).
+// Contract and cost: as cpu::attention_v0_scalar (cpu::attention_cost over the rows' keys), with
+//   q, out: (m, n_heads * head_dim) f32 on the device, not aliasing; rows: see AttentionRows;
+//   1 <= head_dim <= kMaxHeadDim; m <= 65535 (a grid dimension).
+// workspace: device scratch for the partials, kept by the caller between calls (one per stream);
+// grown here when smaller than attention_v1_split_workspace_bytes (after a stream.sync(), so work
+// queued earlier that used it has finished). Its contents between calls mean nothing.
+cpu::AttentionCost attention_v1_split(const Stream& stream, const float* q, const AttentionRows& rows,
+                                      const cpu::KVLayer& kv, const cpu::AttentionShape& s, float* out,
+                                      DeviceBuffer& workspace);
+
+// v2_flash, for a prefill chunk. Precondition: the rows are consecutive positions of one sequence
+// (cpu::attention_v2_applies on rows.host: one block table, n_keys rising by one a row);
+// ridge::Error otherwise. A CUDA block takes a tile of 32 query vectors (row, query head of one KV
+// head's group: a chunk's rows times the group's heads) and walks the keys in tiles of 64 through
+// shared memory: S = Q K^T, the causal mask, the online softmax, O += P V; no (m, n_keys) matrix
+// ever reaches device memory.
+// Contract: as v1_split (q, out on the device; 1 <= head_dim <= kMaxHeadDim). rows.device is not
+// read (the block table is rows.host[0].block_table, a device pointer; the keys come from
+// rows.host[0].n_keys).
+// Cost: cpu::attention_blocked_cost(m, rows.host[0].n_keys, ...), the CPU's v2 counters: each key
+// and value the chunk sees counted once (the kernel reads them once per tile of 32 query vectors,
+// the later tiles mostly from L2).
+cpu::AttentionCost attention_v2_flash(const Stream& stream, const float* q, const AttentionRows& rows,
+                                      const cpu::KVLayer& kv, const cpu::AttentionShape& s, float* out);
+
+// v2_flash for a chunk of at least cpu::kBlockedMinRows consecutive rows of one sequence,
+// v1_split otherwise (the CPU's attention() rule).
+inline cpu::AttentionCost attention(const Stream& stream, const float* q, const AttentionRows& rows,
+                                    const cpu::KVLayer& kv, const cpu::AttentionShape& s, float* out,
+                                    DeviceBuffer& workspace) {
+    if (rows.m >= cpu::kBlockedMinRows && cpu::attention_v2_applies(rows.host, rows.m))
+        return attention_v2_flash(stream, q, rows, kv, s, out);
+    return attention_v1_split(stream, q, rows, kv, s, out, workspace);
+}
+
+}  // namespace ridge::cuda
