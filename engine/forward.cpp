@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "engine/gpu.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "weights/error.h"
@@ -59,6 +60,7 @@ void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, int64_t min_t
 
 void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& ws, Counters* counters,
              Dumper* dump) {
+    if (model.gpu) return forward_gpu(model, cache, batch, ws, counters, dump);  // the same, on a GPU
     const Config& c = model.config;
     const int64_t m = batch.size();  // rows
     const int64_t d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;

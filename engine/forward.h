@@ -11,6 +11,7 @@
 // never on which other sequences share the batch.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/counters.h"
@@ -52,6 +53,8 @@ void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, int64_t min_t
 
 // Activation buffers, named by role, grown to the largest batch seen and then reused.
 // m = rows of the batch, m_out = rows whose logits are wanted.
+struct GpuWorkspace;  // device buffers of forward_gpu (engine/gpu.h)
+
 struct Workspace {
     std::vector<float> x;          // (m, d) the residual stream
     std::vector<float> x_norm;     // (m, d) RMSNorm of x (attention input, then FFN input)
@@ -73,6 +76,7 @@ struct Workspace {
     std::vector<RowRun> runs;      // the batch's rows as runs (split_runs)
     std::vector<RowRun> out_runs;  // the same for the m_out rows that want logits
     std::vector<int32_t> out_seq, out_pos;  // (m_out) those rows' sequences and positions
+    std::shared_ptr<GpuWorkspace> gpu;  // the buffers above on the device, when the model runs there
     int64_t n_logit_rows = 0;      // m_out of the last forward
     int n_vocab = 0;
 

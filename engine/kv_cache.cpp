@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "engine/gpu.h"
 #include "weights/error.h"
 
 namespace ridge {
@@ -12,7 +13,7 @@ size_t KVCache::bytes_per_token(const Config& c, DType type) {
     return 2 * size_t(c.n_layers) * size_t(c.kv_dim()) * eb;
 }
 
-KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size, int pool_tokens)
+KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size, int pool_tokens, bool on_gpu)
     : n_layers_(c.n_layers), kv_dim_(c.kv_dim()), n_ctx_(n_ctx), block_size_(block_size), type_(type) {
     switch (type) {
         case DType::F32: elem_bytes_ = 4; break;
@@ -26,7 +27,11 @@ KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size, int poo
     const int64_t pool = pool_tokens > 0 ? pool_tokens : n_ctx;
     n_blocks_ = int((pool + block_size - 1) / block_size);
     bytes_ = size_t(n_layers_) * 2 * size_t(n_blocks_) * size_t(block_size_) * size_t(kv_dim_) * elem_bytes_;
-    storage_.reset(new uint8_t[bytes_]);  // left uninitialized: every slot is written before it is read
+    // Left uninitialized: every slot is written before it is read.
+    if (on_gpu)
+        device_storage_ = gpu::device_alloc(bytes_);
+    else
+        storage_.reset(new uint8_t[bytes_]);
     free_blocks_.reserve(size_t(n_blocks_));
     for (int b = n_blocks_ - 1; b >= 0; b--) free_blocks_.push_back(b);  // hand out block 0 first
 }
@@ -110,7 +115,7 @@ int64_t KVCache::slot(int seq, int pos) const {
 cpu::KVLayer KVCache::layer(int l) {
     const size_t n_slots = size_t(n_blocks_) * size_t(block_size_);
     const size_t half = n_slots * size_t(kv_dim_) * elem_bytes_;  // bytes of one layer's K (or V)
-    uint8_t* base = storage_.get() + size_t(l) * 2 * half;
+    uint8_t* base = (on_gpu() ? device_storage_.get() : storage_.get()) + size_t(l) * 2 * half;
     return cpu::KVLayer{type_, base, base + half, int64_t(n_slots), kv_dim_, block_size_};
 }
 

@@ -19,7 +19,10 @@ public:
 
     // Room for pool_tokens tokens in all (rounded up to whole blocks; 0 means n_ctx), shared by the
     // sequences, each of which may hold up to n_ctx tokens; type F32 or F16.
-    KVCache(const Config& config, int n_ctx, DType type, int block_size = kDefaultBlockSize, int pool_tokens = 0);
+    // on_gpu: the keys and values live in CUDA device memory (a model placed with to_gpu, engine/gpu.h);
+    // layer() then gives device pointers. ridge::Error when this build or machine has no CUDA.
+    KVCache(const Config& config, int n_ctx, DType type, int block_size = kDefaultBlockSize, int pool_tokens = 0,
+            bool on_gpu = false);
 
     int n_ctx() const { return n_ctx_; }            // most tokens any one sequence may hold
     DType type() const { return type_; }
@@ -45,6 +48,7 @@ public:
     int64_t slot(int seq, int pos) const;                     // block_table[pos / B] * B + pos % B
 
     cpu::KVLayer layer(int l);  // the views the kernels take for layer l
+    bool on_gpu() const { return device_storage_ != nullptr; }
 
 private:
     struct Sequence {
@@ -64,6 +68,7 @@ private:
     size_t elem_bytes_ = 4;
     size_t bytes_ = 0;
     std::unique_ptr<uint8_t[]> storage_;  // (n_layers, 2 [k, v], n_blocks * block_size, kv_dim) elements
+    std::shared_ptr<uint8_t> device_storage_;  // the same on the GPU, instead of storage_ (on_gpu)
     std::vector<int32_t> free_blocks_;    // stack of unused block ids
     std::vector<Sequence> seqs_;
 };

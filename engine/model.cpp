@@ -79,13 +79,14 @@ int64_t Model::n_params() const {
 }
 
 bool Model::int_rows(std::initializer_list<const TensorView*> weights) const {
-    if (exact) return false;
+    if (exact || gpu) return false;  // the GPU's kernels take f32 activations
     for (const TensorView* w : weights)
         if (cpu::has_int_kernel(w->type)) return true;
     return false;
 }
 
 int64_t Model::tiled_min_rows() const {
+    if (gpu) return kGpuTiledMinRows;
     int64_t rows = cpu::kTiledMinRows;
     if (exact) return rows;
     for (const LayerWeights& L : layers)

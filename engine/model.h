@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <vector>
 
 #include "weights/config.h"
@@ -11,6 +12,8 @@
 #include "weights/tensor.h"
 
 namespace ridge {
+
+struct GpuModel;  // the weights on a CUDA device (engine/gpu.h), when the model runs there
 
 // One transformer block. Linear weights are (outputs, inputs) matrices: GGUF shape {inputs, outputs}.
 struct LayerWeights {
@@ -37,6 +40,9 @@ struct Model {
     // one prompt take f32 tiles (matmul_tiled).
     // true (--exact): every matmul takes f32 activations, the reference arithmetic.
     bool exact = false;
+    // Where forward() runs: nullptr on the CPU; set by to_gpu (engine/gpu.h), which uploads every
+    // weight, for a model that runs on a CUDA device (f32 activations there, as under exact).
+    std::shared_ptr<const GpuModel> gpu;
 
     // Looks every tensor up in `file` (which must outlive the Model); ridge::Error naming the
     // file and tensor for anything missing or of the wrong type or shape.
@@ -49,7 +55,9 @@ struct Model {
     // The rows of one prompt from which forward() multiplies them as a tiled run (cpu::matmul_tiled)
     // rather than row by row: the largest cpu::tiled_min_rows of the layers' weight types on the
     // fast path (40 for a Q4_0/Q4_1/Q8_0 model, 22 for F16 or a K-quant one), 22 under exact.
+    // On a GPU: kGpuTiledMinRows (shorter runs go through the matvec, up to 8 rows a launch).
     int64_t tiled_min_rows() const;
+    static constexpr int64_t kGpuTiledMinRows = 16;
     // Whether forward() quantizes an input shared by these matmuls to 16-bit integers: on the fast
     // path, when one of them has an integer kernel, for a run of rows computed row by row
     // (int_rows, cpu::matmul_rows), or for m rows of one prompt (int_input: only below

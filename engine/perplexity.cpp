@@ -69,7 +69,7 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
     const int windows = perplexity_windows(model, int64_t(tokens.size()), opt);
     const int first = n_ctx / 2;  // the first position whose logits are scored
 
-    KVCache cache(c, n_ctx, opt.kv_type);
+    KVCache cache(c, n_ctx, opt.kv_type, KVCache::kDefaultBlockSize, 0, model.gpu != nullptr);
     const int seq = cache.new_sequence();
     Workspace ws;
     Batch batch;

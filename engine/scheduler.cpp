@@ -46,7 +46,7 @@ Scheduler::Scheduler(const Model& model, const Tokenizer* tokenizer, const Sched
       tok_(tokenizer),
       opt_(opt),
       cache_(model.config, opt.n_ctx, opt.kv_type, KVCache::kDefaultBlockSize,
-             opt.kv_tokens > 0 ? opt.kv_tokens : opt.n_ctx * std::max(opt.max_batch, 1)) {
+             opt.kv_tokens > 0 ? opt.kv_tokens : opt.n_ctx * std::max(opt.max_batch, 1), model.gpu != nullptr) {
     if (opt.max_batch < 1) throw Error("scheduler: --max-batch " + std::to_string(opt.max_batch) + " must be at least 1");
     if (opt.chunk < 1 || opt.step_rows < 1)
         throw Error("scheduler: prefill chunk " + std::to_string(opt.chunk) + " and step rows " +

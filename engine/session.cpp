@@ -9,7 +9,9 @@
 namespace ridge {
 
 Session::Session(const Model& model, const SessionOptions& opt)
-    : model_(model), opt_(opt), cache_(model.config, opt.n_ctx, opt.kv_type) {
+    : model_(model),
+      opt_(opt),
+      cache_(model.config, opt.n_ctx, opt.kv_type, KVCache::kDefaultBlockSize, 0, model.gpu != nullptr) {
     if (opt_.max_rows <= 0) throw Error("session: max_rows must be positive");
 }
 
