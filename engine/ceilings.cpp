@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/gpu.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/probe.h"
 #include "weights/error.h"
@@ -120,6 +121,11 @@ bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
 
 }  // namespace
 
+double Ceilings::peak_gflops() const {
+    if (device != "cuda") return fma_gflops;
+    return std::max({fma_gflops, matmul_gflops, reference_gflops});
+}
+
 double Ceilings::attainable_gflops(double intensity) const {
     return std::min(peak_gflops(), intensity * bandwidth_gbs);
 }
@@ -132,14 +138,27 @@ std::string default_ceilings_path(int threads) {
     return ".cache/" + file;  // no home: beside the working directory
 }
 
+std::string gpu_ceilings_path() {
+    if (const char* p = std::getenv("RIDGE_GPU_PROBE_FILE"); p && *p) return p;
+    const std::string file = "ridge/probe-cuda.json";
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/" + file;
+    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/" + file;
+    return ".cache/" + file;
+}
+
 std::string ceilings_to_json(const Ceilings& c) {
     nlohmann::ordered_json j;
+    j["device"] = c.device;
     j["threads"] = c.threads;
     j["bandwidth_gbs"] = c.bandwidth_gbs;
     j["bandwidth_spread"] = c.bandwidth_spread;
     j["fma_gflops"] = c.fma_gflops;
     j["matmul_gflops"] = c.matmul_gflops;
     j["matmul_name"] = c.matmul_name;
+    if (c.device == "cuda") {
+        j["reference_gflops"] = c.reference_gflops;
+        j["reference_name"] = c.reference_name;
+    }
     j["ridge_point"] = c.ridge_point();  // derived (peak / bandwidth), for readers; not read back
     j["quick"] = c.quick;
     j["bandwidth_buffer_bytes"] = c.bandwidth_bytes;
@@ -162,12 +181,16 @@ std::optional<Ceilings> load_ceilings(const std::string& path) {
     try {
         const nlohmann::json j = nlohmann::json::parse(text.str());
         if (!j.is_object()) throw Error("not a JSON object");
+        c.device = j.value("device", std::string("cpu"));
+        if (c.device != "cpu" && c.device != "cuda") throw Error("device '" + c.device + "' is not cpu or cuda");
         c.threads = j.at("threads").get<int>();
         c.bandwidth_gbs = j.at("bandwidth_gbs").get<double>();
         c.bandwidth_spread = j.value("bandwidth_spread", 0.0);
         c.fma_gflops = j.at("fma_gflops").get<double>();
         c.matmul_gflops = j.value("matmul_gflops", 0.0);
         c.matmul_name = j.value("matmul_name", std::string());
+        c.reference_gflops = j.value("reference_gflops", 0.0);
+        c.reference_name = j.value("reference_name", std::string());
         c.quick = j.value("quick", false);
         c.bandwidth_bytes = j.value("bandwidth_buffer_bytes", size_t(0));
         c.reps = j.value("reps", 0);
@@ -245,9 +268,22 @@ Ceilings measure_ceilings(const ProbeOptions& opt) {
     return c;
 }
 
+Ceilings gpu_ceilings_for(bool* measured_now) {
+    const std::string path = gpu_ceilings_path();
+    if (std::optional<Ceilings> saved = load_ceilings(path); saved && saved->device == "cuda") {
+        if (measured_now) *measured_now = false;
+        return *saved;
+    }
+    Ceilings c = measure_gpu_ceilings(false);
+    save_ceilings(c, path);
+    c.path = path;
+    if (measured_now) *measured_now = true;
+    return c;
+}
+
 Ceilings ceilings_for(int threads, bool* measured_now) {
     const std::string path = default_ceilings_path(threads);
-    if (std::optional<Ceilings> saved = load_ceilings(path); saved && saved->threads == threads) {
+    if (std::optional<Ceilings> saved = load_ceilings(path); saved && saved->threads == threads && saved->device == "cpu") {
         if (measured_now) *measured_now = false;
         return *saved;
     }

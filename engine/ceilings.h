@@ -8,27 +8,34 @@
 namespace ridge {
 
 struct Ceilings {
-    int threads = 0;
+    std::string device = "cpu";    // "cpu", or "cuda" (ridge probe --device cuda)
+    int threads = 0;               // CPU threads; on a GPU its multiprocessors
     double bandwidth_gbs = 0;      // sustained read bandwidth, GB/s (median of repetitions)
     double bandwidth_spread = 0;   // (max - min) / median of the bandwidth samples
     double fma_gflops = 0;         // FMA-bound loop, GFLOP/s (median)
     double matmul_gflops = 0;      // the engine's best f32 matmul on a large problem, GFLOP/s (median)
     std::string matmul_name;       // which kernel and problem size
-    std::string cpu;               // model name, from /proc/cpuinfo
+    double reference_gflops = 0;   // GPU: cuBLAS on the same problem (0 when it could not be run)
+    std::string reference_name;    // GPU: "cuBLAS bf16 4096x4096x4096", or why there is no reference
+    std::string cpu;               // model name, from /proc/cpuinfo (the GPU's name on a GPU)
     std::string measured_at;       // ISO 8601 time
     bool quick = false;            // measured with ProbeOptions::quick (smaller, fewer repetitions)
     size_t bandwidth_bytes = 0;    // size of the buffer the bandwidth probe streamed
     int reps = 0;                  // repetitions of the bandwidth and FMA probes
     std::string path;              // where it was loaded from / saved to (not serialized)
 
-    double peak_gflops() const { return fma_gflops; }                          // the compute ceiling
-    double ridge_point() const { return fma_gflops / bandwidth_gbs; }         // I* in FLOP/byte
+    // The compute ceiling: the FMA loop's rate on a CPU; on a GPU the best measured of the CUDA
+    // cores' FMA rate, ridge's matmul and cuBLAS (the tensor cores, which the FMA loop cannot reach).
+    double peak_gflops() const;
+    double ridge_point() const { return peak_gflops() / bandwidth_gbs; }     // I* in FLOP/byte
     double attainable_gflops(double intensity) const;                         // min(peak, I * bw)
 };
 
 // Default file: $RIDGE_PROBE_FILE, else $XDG_CACHE_HOME/ridge/probe-t<threads>.json, else
-// ~/.cache/ridge/probe-t<threads>.json.
+// ~/.cache/ridge/probe-t<threads>.json. For the GPU (gpu_ceilings_path): $RIDGE_GPU_PROBE_FILE, else
+// probe-cuda.json in the same directory.
 std::string default_ceilings_path(int threads);
+std::string gpu_ceilings_path();
 std::optional<Ceilings> load_ceilings(const std::string& path);  // nullopt if absent; Error if malformed
 void save_ceilings(const Ceilings& c, const std::string& path);   // creates the directory
 std::string ceilings_to_json(const Ceilings& c);                  // pretty JSON text
@@ -45,5 +52,7 @@ Ceilings measure_ceilings(const ProbeOptions& opt);
 // The saved ceilings for `threads`, or measured now (full probe, a few seconds) and saved when
 // none are saved or the saved file is for another thread count ($RIDGE_PROBE_FILE names one file).
 Ceilings ceilings_for(int threads, bool* measured_now = nullptr);
+// The same for the GPU (measure_gpu_ceilings, engine/gpu.h; ridge::Error without a usable GPU).
+Ceilings gpu_ceilings_for(bool* measured_now = nullptr);
 
 }  // namespace ridge

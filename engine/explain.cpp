@@ -53,7 +53,7 @@ ExplainOp f32_op(Op kind, const std::string& name, const std::string& shape, con
 
 // The ops of one layer for `rows` rows at positions first_pos.., in forward() order.
 std::vector<ExplainOp> layer_ops(const Model& model, const LayerWeights& L, int64_t rows, int64_t n_keys,
-                                 int64_t first_pos, DType kv_type) {
+                                 int64_t first_pos, DType kv_type, int64_t min_tiled) {
     const Config& c = model.config;
     const int64_t m = rows, d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
     const cpu::RopeParams rope{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style};
@@ -61,10 +61,10 @@ std::vector<ExplainOp> layer_ops(const Model& model, const LayerWeights& L, int6
     const std::string kv = type_name(kv_type);
     const int64_t seen = first_pos + m;  // positions the last row sees
     const std::string causal = m == 1 ? "" : " causal";
-    // A chunk of model.tiled_min_rows() rows or more (a tiled run of forward()) takes the blocked
+    // A chunk of min_tiled rows or more (a tiled run of forward()) takes the blocked
     // attention, which reads each key and value once for the whole chunk; shorter ones go row by
     // row (v3_split).
-    const cpu::AttentionCost attn = m >= model.tiled_min_rows()
+    const cpu::AttentionCost attn = m >= min_tiled
                                         ? cpu::attention_blocked_cost(m, first_pos + 1, int(kv_dim), kv_type, heads)
                                         : cpu::attention_cost(m, double(n_keys), int(kv_dim), kv_type, heads);
     const std::string h = std::to_string(c.n_heads) + "h × ";
@@ -120,7 +120,8 @@ bool same_types(const LayerWeights& a, const LayerWeights& b) {
 }
 
 // rows consecutive rows of one sequence starting at first_pos; logits for the last row only.
-ExplainPhase make_phase(const std::string& name, const Model& model, int64_t rows, int64_t first_pos, DType kv_type) {
+ExplainPhase make_phase(const std::string& name, const Model& model, int64_t rows, int64_t first_pos, DType kv_type,
+                        int64_t min_tiled) {
     const Config& c = model.config;
     ExplainPhase p;
     p.name = name;
@@ -129,7 +130,7 @@ ExplainPhase make_phase(const std::string& name, const Model& model, int64_t row
     // Row i sees positions 0..first_pos+i: the sum of (first_pos + i + 1).
     p.n_keys = rows * (first_pos + 1) + rows * (rows - 1) / 2;
     for (int l = 0; l < c.n_layers; l++) {
-        std::vector<ExplainOp> ops = layer_ops(model, model.layers[size_t(l)], rows, p.n_keys, first_pos, kv_type);
+        std::vector<ExplainOp> ops = layer_ops(model, model.layers[size_t(l)], rows, p.n_keys, first_pos, kv_type, min_tiled);
         for (const ExplainOp& op : ops) {
             p.layers += op.cost;
             p.by_op[size_t(op.op)] += op.cost;
@@ -168,15 +169,17 @@ Explain explain_model(const ModelFile& file, const ExplainOptions& opt) {
     if (opt.kv_type != DType::F32 && opt.kv_type != DType::F16)
         throw Error("explain: KV cache type " + type_name(opt.kv_type) + " must be F32 or F16");
     Model model = Model::from_file(file);
-    model.exact = opt.exact;
+    model.exact = opt.exact || opt.gpu;  // the GPU's matmuls take f32 activations
+    // forward()'s tiled threshold (Model::tiled_min_rows) for the device the plan is for.
+    const int64_t min_tiled = opt.gpu ? Model::kGpuTiledMinRows : model.tiled_min_rows();
     const Config& c = model.config;
     const ModelStats stats = compute_stats(file);
 
     Explain e;
     e.config = c;
     e.opt = opt;
-    e.prefill = make_phase("prefill", model, opt.tokens, 0, opt.kv_type);
-    e.decode = make_phase("decode", model, 1, opt.context - 1, opt.kv_type);
+    e.prefill = make_phase("prefill", model, opt.tokens, 0, opt.kv_type, min_tiled);
+    e.decode = make_phase("decode", model, 1, opt.context - 1, opt.kv_type, min_tiled);
     for (const LayerWeights& L : model.layers) e.layers_differ = e.layers_differ || !same_types(L, model.layers[0]);
     e.n_params = stats.n_params;
     e.weight_bytes = stats.weight_bytes;

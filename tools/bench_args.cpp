@@ -68,7 +68,14 @@ std::vector<int> parse_batch_sizes(const std::string& list, const std::string& o
     }
 }
 
-Ceilings machine_ceilings(int threads) {
+Ceilings machine_ceilings(int threads, bool gpu) {
+    if (gpu) {
+        const std::optional<Ceilings> saved = load_ceilings(gpu_ceilings_path());
+        if (!saved || saved->device != "cuda")
+            std::fprintf(stderr, "ridge: no GPU ceilings saved (%s): measuring them now, as `ridge probe --device cuda` does\n",
+                         gpu_ceilings_path().c_str());
+        return gpu_ceilings_for();
+    }
     const std::string path = default_ceilings_path(threads);
     const std::optional<Ceilings> saved = load_ceilings(path);
     if (!saved || saved->threads != threads)

@@ -46,6 +46,6 @@ nlohmann::ordered_json model_json(const std::string& path, const Config& c, cons
 
 // The ceilings for `threads`: saved ones, or measured now (with a note on stderr first, since the
 // probe takes a few seconds) and saved for next time.
-Ceilings machine_ceilings(int threads);
+Ceilings machine_ceilings(int threads, bool gpu = false);  // gpu: the GPU's (ridge probe --device cuda)
 
 }  // namespace ridge::cli

@@ -160,10 +160,10 @@ void run(BatchBenchCommand& cmd) {
     const int threads = omp_get_max_threads();
     const std::unique_ptr<ModelFile> file = cmd.model.open();
     Model model = Model::from_file(*file);
-    model.exact = cmd.model.exact;
+    cmd.model.place(model);
     check_batch_bench_options(model, cmd.opt);  // before the probe, which may take seconds
     const ModelStats stats = compute_stats(*file);
-    const Ceilings ceil = machine_ceilings(threads);
+    const Ceilings ceil = machine_ceilings(threads, cmd.model.on_gpu());
     const BatchBenchResult res = run_batch_bench(model, cmd.opt, &ceil);
     if (cmd.json)
         print_json(cmd, *file, model, stats, ceil, res);

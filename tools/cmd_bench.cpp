@@ -78,10 +78,10 @@ void run(BenchCommand& cmd) {
     a.opt.count = !cmd.no_count;
     const std::unique_ptr<ModelFile> file = a.model.open();
     Model model = Model::from_file(*file);
-    model.exact = a.model.exact;
+    a.model.place(model);
     const ModelStats stats = compute_stats(*file);
     const Config& c = model.config;
-    const Ceilings ceil = machine_ceilings(threads);  // saved, or measured now (a note on stderr)
+    const Ceilings ceil = machine_ceilings(threads, a.model.on_gpu());  // saved, or measured now (a note on stderr)
     const BenchResult res = run_bench(model, a.opt, &ceil);
 
     if (cmd.json) {

@@ -110,6 +110,7 @@ void run_explain(ExplainArgs& a) {
     opt.context = a.context;
     opt.kv_type = a.kv_type == "f16" ? DType::F16 : DType::F32;
     opt.exact = a.model.exact;
+    opt.gpu = a.model.on_gpu();
     const Explain e = explain_model(*file, opt);
     const Config& c = e.config;
 
@@ -119,6 +120,13 @@ void run_explain(ExplainArgs& a) {
     if (a.bandwidth_set && a.peak_set) {
         ceil.threads = threads;
         source = "given with --bandwidth and --peak";
+    } else if (opt.gpu) {
+        if (std::optional<Ceilings> saved = load_ceilings(gpu_ceilings_path()); !saved || saved->device != "cuda")
+            std::fprintf(stderr, "ridge: no saved GPU probe at %s: measuring now (see ridge probe --device cuda)...\n",
+                         gpu_ceilings_path().c_str());
+        ceil = gpu_ceilings_for();
+        source = "GPU probe of " + ceil.measured_at + ", " + ceil.path;
+        if (a.bandwidth_set || a.peak_set) source += ", with --" + std::string(a.bandwidth_set ? "bandwidth" : "peak");
     } else {
         const std::string path = default_ceilings_path(threads);
         std::optional<Ceilings> saved = load_ceilings(path);
@@ -130,7 +138,7 @@ void run_explain(ExplainArgs& a) {
         if (a.bandwidth_set || a.peak_set) source += ", with --" + std::string(a.bandwidth_set ? "bandwidth" : "peak");
     }
     if (a.bandwidth_set) ceil.bandwidth_gbs = a.bandwidth;
-    if (a.peak_set) ceil.fma_gflops = a.peak;
+    if (a.peak_set) ceil.fma_gflops = a.peak, ceil.matmul_gflops = 0, ceil.reference_gflops = 0;  // the given peak alone
 
     const std::string name = a.model.synthetic.empty() ? file->path() : "synthetic " + a.model.synthetic;
     std::printf("model: %s (%s, %d layers, d %d, %d heads (%d kv) of %d, ff %d, vocab %d; %s params)\n",

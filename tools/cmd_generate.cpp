@@ -103,7 +103,7 @@ Loaded load(const RunOptions& o) {
     if (o.threads_set) omp_set_num_threads(o.threads);
     L.file = o.model.open();
     L.model = Model::from_file(*L.file);
-    L.model.exact = o.model.exact;
+    o.model.place(L.model);
     const Config& c = L.model.config;
     L.tok = o.model.open_tokenizer(*L.file);
     L.n_ctx = ModelArgs::context_size(c, o.n_ctx_set, o.n_ctx, 4096);
@@ -158,15 +158,17 @@ std::string decode_roofline(const Session& s) {
     const OpRecord total = d.counters.total();
     if (d.tokens == 0 || total.calls == 0) return "";
     const int threads = omp_get_max_threads();
-    const std::string path = default_ceilings_path(threads);
+    const bool gpu = s.model().gpu != nullptr;
+    const std::string path = gpu ? gpu_ceilings_path() : default_ceilings_path(threads);
     std::optional<Ceilings> ceil;
-    std::string missing = " (run `ridge probe` for % of bound)";
+    std::string missing = gpu ? " (run `ridge probe --device cuda` for % of bound)" : " (run `ridge probe` for % of bound)";
     try {
         ceil = load_ceilings(path);
     } catch (const Error& e) {  // a malformed file: say so on its own line, keep the statistics
         std::fprintf(stderr, "ridge: %s\n", e.what());
     }
-    if (ceil && ceil->threads != threads) {
+    if (ceil && gpu != (ceil->device == "cuda")) ceil.reset();
+    if (ceil && !gpu && ceil->threads != threads) {
         missing = " (the saved probe is for " + std::to_string(ceil->threads) + " threads: run `ridge probe -t " +
                   std::to_string(threads) + "` for % of bound)";
         ceil.reset();

@@ -51,7 +51,7 @@ void run(PerplexityCommand& cmd) {
     const std::string text = read_text(cmd.text_path);
     const std::unique_ptr<ModelFile> file = cmd.model.open();
     Model model = Model::from_file(*file);
-    model.exact = cmd.model.exact;
+    cmd.model.place(model);
     const std::unique_ptr<Tokenizer> tok = cmd.model.open_tokenizer(*file);
     const bool add_bos = tok->add_bos_default() && tok->bos_id() >= 0;
     const std::vector<int32_t> tokens = tok->encode(text, add_bos, /*parse_special=*/false);

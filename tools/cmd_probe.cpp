@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/ceilings.h"
+#include "engine/gpu.h"
 #include "kernels/cpu/probe.h"
 #include "tools/commands.h"
 #include "weights/error.h"
@@ -23,8 +24,25 @@ struct ProbeArgs {
     bool threads_set = false;
     bool json = false;
     bool quick = false;
-    std::string out_path;  // -o; default: default_ceilings_path(threads)
+    std::string out_path;  // -o; default: default_ceilings_path(threads), or gpu_ceilings_path()
+    std::string device = "cpu";
 };
+
+void print_gpu_ceilings(const Ceilings& c) {
+    std::printf("gpu: %s (%d multiprocessors)%s\n", c.cpu.c_str(), c.threads,
+                c.quick ? " (quick probe: smaller buffer and matmul, fewer repetitions)" : "");
+    std::printf("bandwidth: %.1f GB/s  (read of %zu MiB of device memory, median of %d, spread %.0f%%)\n",
+                c.bandwidth_gbs, c.bandwidth_bytes >> 20, c.reps, 100.0 * c.bandwidth_spread);
+    std::printf("fma: %.1f GFLOP/s  (f32 FMA chains on the CUDA cores)\n", c.fma_gflops);
+    std::printf("matmul: %.1f GFLOP/s  (ridge's best: %s)\n", c.matmul_gflops, c.matmul_name.c_str());
+    if (c.reference_gflops > 0)
+        std::printf("reference: %.1f GFLOP/s  (%s; ridge's best is %.0f%% of it)\n", c.reference_gflops,
+                    c.reference_name.c_str(), 100.0 * c.matmul_gflops / c.reference_gflops);
+    else
+        std::printf("reference: none (%s)\n", c.reference_name.c_str());
+    std::printf("peak: %.1f GFLOP/s  (the best of the three)\n", c.peak_gflops());
+    std::printf("ridge point: I* = %.2f FLOP/byte  (peak / bandwidth)\n", c.ridge_point());
+}
 
 void print_ceilings(const Ceilings& c) {
     std::printf("cpu: %s\n", c.cpu.c_str());
@@ -57,6 +75,23 @@ void check_writable(const std::string& path) {
 
 void run_probe(const ProbeArgs& a) {
     if (a.threads_set && a.threads <= 0) throw Error("-t/--threads " + std::to_string(a.threads) + " must be >= 1");
+    if (a.device == "cuda") {
+        if (a.threads_set) throw Error("-t/--threads is for the CPU probe, not --device cuda");
+        if (!gpu::available()) throw Error("--device cuda: " + gpu::unavailable_reason());
+        const std::string path = a.out_path.empty() ? gpu_ceilings_path() : a.out_path;
+        check_writable(path);
+        std::fprintf(stderr, "ridge: probing the GPU (%s)...\n", a.quick ? "quick" : "about a minute");
+        Ceilings c = measure_gpu_ceilings(a.quick);
+        save_ceilings(c, path);
+        c.path = path;
+        if (a.json)
+            std::fputs(ceilings_to_json(c).c_str(), stdout);
+        else
+            print_gpu_ceilings(c);
+        std::fflush(stdout);
+        std::fprintf(stderr, "ridge: saved to %s\n", path.c_str());
+        return;
+    }
     ProbeOptions opt;
     opt.threads = a.threads_set ? a.threads : omp_get_max_threads();
     opt.quick = a.quick;
@@ -86,6 +121,8 @@ void register_probe(CLI::App& app) {
     cmd->add_flag("--json", a->json, "print the JSON that is saved instead of the table");
     cmd->add_option("-o,--output", a->out_path,
                     "where to save (default: $RIDGE_PROBE_FILE, else ~/.cache/ridge/probe-t<threads>.json)");
+    cmd->add_option("--device", a->device, "what to probe: cpu, or cuda (the GPU: device memory, CUDA cores, matmul)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
     cmd->add_flag("--quick", a->quick, "a smaller, faster probe (128 MiB, 3 repetitions; less precise)");
     cmd->callback([a] { run_probe(*a); });
 }

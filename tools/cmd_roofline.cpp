@@ -62,7 +62,7 @@ void run(RooflineCommand& cmd) {
     check_writable(cmd.output);
     const std::unique_ptr<ModelFile> file = a.model.open();
     Model model = Model::from_file(*file);
-    model.exact = a.model.exact;
+    a.model.place(model);
     batch.n_prompt = a.opt.n_prompt;
     batch.n_gen = a.opt.n_gen;
     batch.reps = a.opt.reps;
@@ -70,7 +70,7 @@ void run(RooflineCommand& cmd) {
     batch.kv_type = a.opt.kv_type;
     batch.seed = a.opt.seed;
     if (batched) check_batch_bench_options(model, batch);  // before any measuring
-    const Ceilings ceil = machine_ceilings(threads);
+    const Ceilings ceil = machine_ceilings(threads, a.model.on_gpu());
     const BenchResult res = run_bench(model, a.opt, &ceil);
 
     const std::string title = "ridge roofline: " + file->path() + ", " + std::to_string(res.threads) +

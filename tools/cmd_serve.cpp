@@ -321,6 +321,20 @@ void handle_metrics(Server& S, httplib::Response& res) {
 // The ceilings for ridge_decode_percent_of_bound: saved ones, or measured now as `ridge bench`
 // does (unless --no-probe). On failure the metric is left out, with the reason in /metrics.
 void find_ceilings(Server& S, int threads) {
+    if (S.model.gpu) {  // the GPU's ceilings: saved, or measured now unless --no-probe
+        try {
+            std::optional<Ceilings> c = load_ceilings(gpu_ceilings_path());
+            if ((!c || c->device != "cuda") && S.opt.probe) c = gpu_ceilings_for();
+            if (c && c->device == "cuda") {
+                S.bandwidth_gbs = c->bandwidth_gbs;
+                return;
+            }
+            S.no_bound_reason = "no GPU ceilings saved in " + gpu_ceilings_path() + " (run `ridge probe --device cuda`)";
+        } catch (const Error& e) {
+            S.no_bound_reason = std::string("ceilings unavailable: ") + e.what();
+        }
+        return;
+    }
     const std::string path = default_ceilings_path(threads);
     try {
         std::optional<Ceilings> c = load_ceilings(path);
@@ -376,7 +390,7 @@ void run_serve(ServeOptions& o) {
     S.opt = o;
     S.file = o.model.open();
     S.model = Model::from_file(*S.file);
-    S.model.exact = o.model.exact;
+    o.model.place(S.model);
     const Config& c = S.model.config;
     S.tok = o.model.open_tokenizer(*S.file);
     S.n_ctx = ModelArgs::context_size(c, o.n_ctx_set, o.n_ctx, 2048);

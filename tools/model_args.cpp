@@ -3,6 +3,8 @@
 // the byte stand-in of a synthetic model).
 #include "tools/model_args.h"
 
+#include "engine/gpu.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -49,6 +51,20 @@ void ModelArgs::add_exact_option(CLI::App* cmd) {
     cmd->add_flag("--exact", exact,
                   "f32 activations in every matmul (the reference arithmetic); by default Q4_0/Q4_1/Q8_0 "
                   "matmuls take their input quantized to 16-bit integers");
+    cmd->add_option("--device", device, "where the model runs: cpu, or cuda (an NVIDIA GPU; f32 activations)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+    cmd->add_flag("--no-graph", no_graph, "with --device cuda: launch each decode step kernel by kernel, not as a CUDA graph");
+}
+
+void ModelArgs::place(Model& model) const {
+    model.exact = exact;
+    if (no_graph && !on_gpu()) throw Error("--no-graph is for --device cuda");
+    if (!on_gpu()) return;
+    try {
+        to_gpu(model, 0, !no_graph);
+    } catch (const Error& e) {
+        throw Error(std::string("--device cuda: ") + e.what());
+    }
 }
 
 void ModelArgs::validate() const {

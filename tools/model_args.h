@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/model.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/model_file.h"
 
@@ -19,6 +20,8 @@ struct ModelArgs {
     std::string synthetic_type = "q4_0";  // --synthetic-type q4_0|q8_0|f16|bf16|f32 (also q4_1|q5_0|q5_1)
     uint64_t synthetic_seed = 1;  // --synthetic-seed
     bool exact = false;           // --exact: Model::exact (f32 activations in every matmul)
+    std::string device = "cpu";   // --device cpu|cuda: where the model runs
+    bool no_graph = false;        // --no-graph: GPU decode steps launch kernel by kernel (no CUDA graph)
     bool synthetic_type_given = false;  // set while parsing: --synthetic-type was on the command line
     bool synthetic_seed_given = false;  // set while parsing: --synthetic-seed was on the command line
 
@@ -26,8 +29,12 @@ struct ModelArgs {
     // this object's fields: it must stay where it is (inside the command's shared state) while
     // `cmd` parses.
     void add_options(CLI::App* cmd, bool with_tokenizer = true);
-    // Adds --exact (for the commands that run the model).
+    // Adds --exact and --device (for the commands that run the model).
     void add_exact_option(CLI::App* cmd);
+    // Applies --exact and --device to a loaded model: on cuda, uploads its weights (to_gpu), with
+    // a one-line ridge::Error when this build or machine has no usable GPU.
+    void place(Model& model) const;
+    bool on_gpu() const { return device == "cuda"; }
     // Opens the model; ridge::Error when neither or both of -m / --synthetic are given.
     std::unique_ptr<ModelFile> open() const;
     // The model's tokenizer: from the GGUF, from --tokenizer for a llama2.c checkpoint, or a

@@ -1,0 +1,212 @@
+// probe.h: the GPU's read bandwidth, f32 FMA rate, ridge's matmul and cuBLAS's on one problem,
+// each timed with CUDA events (warm-up first, median of repetitions).
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/check.cuh"
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/probe.h"
+#include "weights/blocks.h"
+#include "weights/tensor.h"
+
+namespace ridge::cuda {
+
+namespace {
+
+// Times fn (which queues work on stream st) once to warm up, then reps times with events.
+Timing time_events(cudaStream_t st, int reps, const std::function<void()>& fn) {
+    cudaEvent_t a, b;
+    RIDGE_CUDA_CHECK(cudaEventCreate(&a));
+    RIDGE_CUDA_CHECK(cudaEventCreate(&b));
+    fn();
+    RIDGE_CUDA_CHECK(cudaStreamSynchronize(st));
+    std::vector<double> s;
+    for (int r = 0; r < std::max(reps, 1); r++) {
+        RIDGE_CUDA_CHECK(cudaEventRecord(a, st));
+        fn();
+        RIDGE_CUDA_CHECK(cudaEventRecord(b, st));
+        RIDGE_CUDA_CHECK(cudaEventSynchronize(b));
+        float ms = 0;
+        RIDGE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+        s.push_back(double(ms) * 1e-3);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    std::sort(s.begin(), s.end());
+    Timing t;
+    t.median_s = s[s.size() / 2];
+    t.spread = t.median_s > 0 ? (s.back() - s.front()) / t.median_s : 0;
+    return t;
+}
+
+int sm_count() {
+    int dev = 0, n = 0;
+    RIDGE_CUDA_CHECK(cudaGetDevice(&dev));
+    RIDGE_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+}
+
+// Contract: reads n16 16-byte words of src once each (grid-stride, 4 loads in flight per thread)
+// and folds them by XOR; writes to sink only when the fold equals `never`, which keeps the loads.
+// Launch: any grid of 1-D blocks. Bytes: 16 * n16 read.
+__global__ void read_kernel(const uint4* __restrict__ src, int64_t n16, uint32_t never, uint32_t* sink) {
+    const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+    uint32_t acc = 0;
+    int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        const uint4 v0 = __ldcs(src + i), v1 = __ldcs(src + i + stride), v2 = __ldcs(src + i + 2 * stride),
+                    v3 = __ldcs(src + i + 3 * stride);
+        acc ^= v0.x ^ v0.y ^ v0.z ^ v0.w ^ v1.x ^ v1.y ^ v1.z ^ v1.w ^ v2.x ^ v2.y ^ v2.z ^ v2.w ^ v3.x ^ v3.y ^
+               v3.z ^ v3.w;
+    }
+    for (; i < n16; i += stride) {
+        const uint4 v = __ldcs(src + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == never) sink[0] = acc;
+}
+
+// Contract: kChains independent FMA chains of kSteps each per thread, seeded from the thread
+// index; the result reaches sink only when it equals `never`. FLOPs 2 * kChains * kSteps per thread.
+constexpr int kChains = 8, kSteps = 4096;
+__global__ void fma_kernel(float never, float* sink) {
+    float a[kChains];
+#pragma unroll
+    for (int c = 0; c < kChains; c++) a[c] = float(threadIdx.x + c) * 1e-3f;
+    const float b = 0.999f, d = 1e-4f;
+    for (int s = 0; s < kSteps; s++)
+#pragma unroll
+        for (int c = 0; c < kChains; c++) a[c] = fmaf(a[c], b, d);
+    float t = 0;
+#pragma unroll
+    for (int c = 0; c < kChains; c++) t += a[c];
+    if (t == never) sink[0] = t;
+}
+
+__global__ void fill_kernel(uint32_t* p, int64_t n, uint32_t seed) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) p[i] = uint32_t(i) * 2654435761u + seed;
+}
+
+std::vector<uint16_t> random_bf16(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<uint16_t> v(n);
+    for (auto& x : v) x = fp32_to_bf16(dist(rng));
+    return v;
+}
+
+}  // namespace
+
+Timing time_read(size_t bytes, int reps) {
+    const int64_t n16 = int64_t(bytes / 16);
+    DeviceBuffer buf(size_t(n16) * 16), sink(sizeof(uint32_t));
+    Stream s;
+    const int64_t words = n16 * 4;
+    fill_kernel<<<blocks_for(words, 256), 256, 0, stream_of(s)>>>(buf.as<uint32_t>(), words, 12345u);
+    RIDGE_CUDA_CHECK_LAUNCH();
+    const unsigned grid = unsigned(sm_count()) * 8;
+    return time_events(stream_of(s), reps, [&] {
+        read_kernel<<<grid, 512, 0, stream_of(s)>>>(buf.as<uint4>(), n16, 0x9e3779b9u, sink.as<uint32_t>());
+        RIDGE_CUDA_CHECK_LAUNCH();
+    });
+}
+
+Timing time_fma(double* flops, int reps) {
+    DeviceBuffer sink(sizeof(float));
+    Stream s;
+    const unsigned grid = unsigned(sm_count()) * 16, threads = 256;
+    *flops = 2.0 * kChains * kSteps * double(grid) * threads;
+    return time_events(stream_of(s), reps, [&] {
+        fma_kernel<<<grid, threads, 0, stream_of(s)>>>(-12345.0f, sink.as<float>());
+        RIDGE_CUDA_CHECK_LAUNCH();
+    });
+}
+
+Timing time_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, int reps) {
+    const MatmulVariant* v = nullptr;
+    for (const MatmulVariant& x : matmul_variants())
+        if (x.name == variant) v = &x;
+    if (!v) throw Error("probe: no matmul variant '" + variant + "'");
+    const std::vector<uint16_t> w = random_bf16(size_t(n * k), 1);
+    TensorView view;
+    view.name = "probe_w";
+    view.type = DType::BF16;
+    view.shape = {k, n};
+    view.data = reinterpret_cast<const uint8_t*>(w.data());
+    view.nbytes = w.size() * 2;
+    const DeviceMatrix W = upload_matrix(view);
+    std::vector<float> x(size_t(m * k));
+    std::mt19937 rng(2);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& e : x) e = dist(rng);
+    DeviceBuffer X(x.size() * 4), Y(size_t(m * n) * 4);
+    X.upload(x.data(), x.size() * 4);
+    Stream s;
+    return time_events(stream_of(s), reps, [&] { v->fn(s, W.view, X.as<float>(), m, Y.as<float>()); });
+}
+
+bool time_cublas_bf16(int64_t m, int64_t n, int64_t k, int reps, Timing* t, std::string* why) {
+    void* lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) lib = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        *why = std::string("cuBLAS not found (") + dlerror() + ")";
+        return false;
+    }
+    using Create = cublasStatus_t (*)(cublasHandle_t*);
+    using Destroy = cublasStatus_t (*)(cublasHandle_t);
+    using SetStream = cublasStatus_t (*)(cublasHandle_t, cudaStream_t);
+    using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                      const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
+                                      const void*, void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+    auto create = reinterpret_cast<Create>(dlsym(lib, "cublasCreate_v2"));
+    auto destroy = reinterpret_cast<Destroy>(dlsym(lib, "cublasDestroy_v2"));
+    auto set_stream = reinterpret_cast<SetStream>(dlsym(lib, "cublasSetStream_v2"));
+    auto gemm = reinterpret_cast<GemmEx>(dlsym(lib, "cublasGemmEx"));
+    if (!create || !destroy || !set_stream || !gemm) {
+        *why = "cuBLAS lacks cublasCreate_v2 / cublasGemmEx";
+        dlclose(lib);
+        return false;
+    }
+    cublasHandle_t h = nullptr;
+    if (create(&h) != CUBLAS_STATUS_SUCCESS) {
+        *why = "cublasCreate failed";
+        dlclose(lib);
+        return false;
+    }
+    bool ok = true;
+    {
+        const std::vector<uint16_t> w = random_bf16(size_t(n * k), 1), x = random_bf16(size_t(m * k), 2);
+        DeviceBuffer W(w.size() * 2), X(x.size() * 2), Y(size_t(m * n) * 4);
+        W.upload(w.data(), w.size() * 2);
+        X.upload(x.data(), x.size() * 2);
+        Stream s;
+        set_stream(h, stream_of(s));
+        const float alpha = 1.0f, beta = 0.0f;
+        // Row-major Y (m, n) = X (m, k) . W (n, k)^T is column-major Y^T (n x m) = W^T' . X^T':
+        // A = W read as column-major (k x n), transposed; B = X read as column-major (k x m).
+        cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+        *t = time_events(stream_of(s), reps, [&] {
+            const cublasStatus_t r = gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, W.data(),
+                                          CUDA_R_16BF, int(k), X.data(), CUDA_R_16BF, int(k), &beta, Y.data(),
+                                          CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            if (r != CUBLAS_STATUS_SUCCESS) st = r;
+        });
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            *why = "cublasGemmEx failed with status " + std::to_string(int(st));
+            ok = false;
+        }
+    }
+    destroy(h);
+    dlclose(lib);
+    return ok;
+}
+
+}  // namespace ridge::cuda

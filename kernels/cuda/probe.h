@@ -1,0 +1,34 @@
+// The GPU's ceilings, measured (ridge probe --device cuda): device-memory read bandwidth, the
+// f32 FMA rate of the CUDA cores, ridge's own matmul variants on a large BF16 problem, and cuBLAS
+// on the same problem as the reference (loaded at run time; absent cuBLAS is reported, not fatal).
+// Every time is taken with CUDA events around a warmed-up kernel, the median of repetitions.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ridge::cuda {
+
+struct Timing {
+    double median_s = 0;  // seconds per repetition (median)
+    double spread = 0;    // (max - min) / median over the repetitions
+};
+
+// Reads `bytes` of device memory (16-byte loads, every byte once, a grid that fills the device)
+// `reps` times, after a warm-up; bytes / median time is the read bandwidth. The buffer is filled
+// with a pattern first (never zeros) and its sum kept, so the reads cannot be skipped.
+Timing time_read(size_t bytes, int reps);
+
+// Independent FMA chains on every CUDA core: `flops` per repetition, all in registers.
+Timing time_fma(double* flops, int reps);
+
+// One matmul variant (by its name in matmul_variants()) on X (m, k) f32 and W (n, k) BF16 with
+// random values; FLOPs 2 m n k per repetition.
+Timing time_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, int reps);
+
+// cuBLAS's BF16 GEMM (bf16 inputs, f32 accumulate and output) on the same shape, loaded with
+// dlopen; false with `why` set when cuBLAS cannot be loaded or fails.
+bool time_cublas_bf16(int64_t m, int64_t n, int64_t k, int reps, Timing* t, std::string* why);
+
+}  // namespace ridge::cuda
