@@ -383,16 +383,22 @@ RooflinePoint point_of(const std::string& label, const OpRecord& r) {
 
 }  // namespace
 
-RooflinePlot roofline_from_bench(const BenchResult& bench, const Ceilings& c, const std::string& title) {
-    RooflinePlot plot;
-    plot.title = title;
+RooflineRoof roofline_roof(const Ceilings& c, const std::string& color) {
     RooflineRoof roof;
-    roof.label = std::to_string(c.threads) + (c.threads == 1 ? " thread" : " threads");
+    roof.label = c.device == "cuda" ? "GPU " + c.cpu
+                                    : std::to_string(c.threads) + (c.threads == 1 ? " thread" : " threads");
     roof.bandwidth_gbs = c.bandwidth_gbs;
     roof.peak_gflops = c.peak_gflops();
     roof.kernel_gflops = c.matmul_gflops;
     roof.kernel_label = c.matmul_name.empty() ? "f32 matmul" : "matmul (" + c.matmul_name + ")";
-    plot.roofs.push_back(roof);
+    roof.color = color;
+    return roof;
+}
+
+RooflinePlot roofline_from_bench(const BenchResult& bench, const Ceilings& c, const std::string& title) {
+    RooflinePlot plot;
+    plot.title = title;
+    plot.roofs.push_back(roofline_roof(c, "#222222"));
 
     RooflineSeries phases{"phases (median tokens/s)", "#d62728", {}};
     const char* op_colors[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b"};

@@ -68,6 +68,10 @@ LogLogAxes fit_axes(const RooflinePlot& plot);
 // entities, control characters and bytes that are not UTF-8 as '?', so the file is always XML.
 std::string roofline_svg(const RooflinePlot& plot);
 
+// The roof of one machine's ceilings: "2 threads" or "GPU <name>", the bandwidth slope, the peak
+// and the engine's best matmul as the dashed kernel ceiling.
+RooflineRoof roofline_roof(const Ceilings& ceilings, const std::string& color);
+
 // A plot of one bench run under `ceilings`: series "phases" (prefill, decode at their median
 // speed) and one series of per-op points per test (the matmuls and attention: the ops that stream
 // weights or the KV cache). Op kinds with the same cost per call (k and v, gate and up, ...) are

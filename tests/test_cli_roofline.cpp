@@ -234,6 +234,44 @@ TEST(CliRoofline, BatchDrawsOneLabelledPointPerB) {
     std::filesystem::remove(svg);
 }
 
+TEST(CliRoofline, OverlayDrawsTheOtherMachinesRoofAndItsRun) {
+    // The other machine: a GPU probe as `ridge probe --device cuda` saves it, and a bench run's JSON.
+    const std::string gpu_probe = scratch("probe-cuda.json");
+    std::ofstream(gpu_probe) << R"J({"device": "cuda", "threads": 132, "bandwidth_gbs": 4000.0, "fma_gflops": 60000.0,
+        "matmul_gflops": 300000.0, "matmul_name": "v4_mma (test)", "reference_gflops": 700000.0,
+        "reference_name": "cuBLAS (test)", "cpu": "Test GPU", "measured_at": "2026-01-02T03:04:05Z"})J";
+    const std::string run = scratch("gpu-bench.json");
+    std::ofstream(run) << R"J({"tests": [{"name": "pp512", "phase": "prefill", "intensity": 400.0, "achieved_gflops": 90000.0},
+        {"name": "tg128", "phase": "decode", "intensity": 3.2, "achieved_gflops": 9000.0}]})J";
+    const std::string svg = scratch("overlay.svg");
+    const RunResult r = ridge({"roofline", "-m", kGguf, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "-o", svg,
+                               "--overlay-probe", gpu_probe, "--overlay-bench", run});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const XmlDoc doc = parse_xml(read_file(svg));
+    ASSERT_TRUE(doc.ok) << doc.error;
+    const auto roofs = doc.find("g", "roof");
+    ASSERT_EQ(roofs.size(), 2u);
+    EXPECT_EQ(roofs[0]->attr("data-label"), "2 threads");  // this machine's, from the probe file
+    EXPECT_EQ(roofs[1]->attr("data-label"), "GPU Test GPU");
+    EXPECT_DOUBLE_EQ(roofs[1]->num("data-bandwidth-gbs"), 4000.0);
+    EXPECT_DOUBLE_EQ(roofs[1]->num("data-peak-gflops"), 700000.0);  // the best measured: cuBLAS
+    std::set<std::string> overlay;
+    for (const XmlElement* c : doc.find("circle", "point"))
+        if (c->attr("data-series") == "phases on GPU Test GPU") {
+            overlay.insert(c->attr("data-label"));
+            if (c->attr("data-label") == "decode tg128") {
+                EXPECT_DOUBLE_EQ(c->num("data-intensity"), 3.2);
+            }
+        }
+    EXPECT_EQ(overlay, (std::set<std::string>{"prefill pp512", "decode tg128"}));
+    // --overlay-bench alone has no roof to sit under; a file that is not a bench run is named.
+    expect_one_line_error(ridge({"roofline", "-m", kGguf, "-o", svg, "--overlay-bench", run}), "--overlay-probe");
+    expect_one_line_error(
+        ridge({"roofline", "-m", kGguf, "-o", svg, "--overlay-probe", gpu_probe, "--overlay-bench", gpu_probe}),
+        "not a `ridge bench --json` run");
+    std::filesystem::remove(svg);
+}
+
 TEST(CliRoofline, BadInputIsOneLineAndWritesNothing) {
     const std::string svg = scratch("bad.svg");
     std::filesystem::remove(svg);

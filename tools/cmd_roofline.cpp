@@ -4,14 +4,18 @@
 // are a short bench run (prefill and decode at their median speed, each matmul kind and attention
 // per phase) and, with --batch, a batched decode point per B (engine/batch_bench.h, same -p -n -r).
 // One self-contained SVG (engine/roofline.h), and a summary of the points on stdout.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/batch_bench.h"
 #include "engine/bench.h"
@@ -31,7 +35,28 @@ struct RooflineCommand {
     std::string output;            // -o
     std::string batch_list;        // --batch: batch sizes of batched decode points
     bool batch_given = false;      // --batch was on the command line
+    std::string overlay_probe;     // --overlay-probe: another machine's (or the GPU's) saved ceilings
+    std::string overlay_bench;     // --overlay-bench: its `ridge bench --json` run
 };
+
+// The prefill and decode points of a saved `ridge bench --json` run: one per test, at its
+// intensity and achieved GFLOP/s. ridge::Error naming the file when it is not such a run.
+RooflineSeries bench_json_series(const std::string& path, const std::string& name, const std::string& color) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot read the bench run (" + std::strerror(errno) + ")");
+    RooflineSeries series{name, color, {}};
+    try {
+        const nlohmann::json j = nlohmann::json::parse(in);
+        for (const nlohmann::json& t : j.at("tests"))
+            series.points.push_back(RooflinePoint{t.at("phase").get<std::string>() + " " + t.at("name").get<std::string>(),
+                                                  t.at("intensity").get<double>(), t.at("achieved_gflops").get<double>()});
+    } catch (const nlohmann::json::exception& e) {
+        std::string what = e.what();
+        std::replace(what.begin(), what.end(), '\n', ' ');
+        throw Error(path + ": not a `ridge bench --json` run (" + what + ")");
+    }
+    return series;
+}
 
 // Fails (one line) before seconds of measuring if `path` cannot be written; leaves no new file.
 void check_writable(const std::string& path) {
@@ -60,6 +85,16 @@ void run(RooflineCommand& cmd) {
     BatchBenchOptions batch;
     if (batched) batch.batch_sizes = parse_batch_sizes(cmd.batch_list, "-B/--batch");
     check_writable(cmd.output);
+    if (!cmd.overlay_bench.empty() && cmd.overlay_probe.empty())
+        throw Error("--overlay-bench needs --overlay-probe (the roof its points sit under)");
+    std::optional<Ceilings> other;
+    if (!cmd.overlay_probe.empty()) {
+        other = load_ceilings(cmd.overlay_probe);
+        if (!other) throw Error(cmd.overlay_probe + ": no such probe file");
+    }
+    RooflineSeries other_points;
+    if (!cmd.overlay_bench.empty())
+        other_points = bench_json_series(cmd.overlay_bench, "phases on " + roofline_roof(*other, "").label, "#ff7f0e");
     const std::unique_ptr<ModelFile> file = a.model.open();
     Model model = Model::from_file(*file);
     a.model.place(model);
@@ -83,6 +118,12 @@ void run(RooflineCommand& cmd) {
                              " prompt tokens, then " + std::to_string(batch.n_gen) +
                              " steps each advancing all B by one token in one forward pass (ridge batch-bench).");
     }
+    if (other) {  // the other machine's roof (and its run's points) on the same axes
+        plot.roofs.push_back(roofline_roof(*other, "#ff7f0e"));
+        if (!other_points.points.empty()) plot.series.push_back(other_points);
+        plot.notes.push_back("Second roof: " + plot.roofs.back().label + " (" + cmd.overlay_probe + ")" +
+                             (cmd.overlay_bench.empty() ? "" : ", its points from " + cmd.overlay_bench) + ".");
+    }
     write_file(cmd.output, roofline_svg(plot));
 
     // Summary: the roof, then the phase points, how many op points were drawn, the batch points.
@@ -92,6 +133,8 @@ void run(RooflineCommand& cmd) {
     int n_ops = 0, n_skipped = 0;
     for (const RooflineSeries& s : plot.series) {
         const bool is_phases = &s == &plot.series.front();  // roofline_from_bench puts the phases first
+        const bool is_overlay = !other_points.points.empty() && &s == &plot.series.back();
+        if (is_overlay) continue;  // described in the notes
         const bool is_batch = batched && &s == &plot.series.back();  // and the batch series goes last
         for (const RooflinePoint& p : s.points) {
             if (!p.drawable()) {
@@ -131,6 +174,11 @@ void register_roofline(CLI::App& app) {
                     "also draw batched decode at these batch sizes, comma-separated (e.g. 1,4,16,64)")
         ->each([cmd](const std::string&) { cmd->batch_given = true; });
     sub->add_option("-o,--output", cmd->output, "the SVG file to write")->required();
+    sub->add_option("--overlay-probe", cmd->overlay_probe,
+                    "also draw another machine's roof from its saved probe (e.g. the GPU's probe-cuda.json beside "
+                    "this CPU's, or a CPU's probe beside --device cuda)");
+    sub->add_option("--overlay-bench", cmd->overlay_bench,
+                    "with --overlay-probe: that machine's `ridge bench --json` run, drawn as its prefill and decode points");
     sub->footer("The roof is the ceilings `ridge probe -t N` saved for the thread count ($RIDGE_PROBE_FILE, else\n"
                 "~/.cache/ridge/probe-t<N>.json), measured now and saved when there are none. The points are a\n"
                 "short `ridge bench` run: its tests are smaller by default (-p 128 -n 32 -r 3). --batch adds\n"
