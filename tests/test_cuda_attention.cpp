@@ -25,6 +25,7 @@ namespace ridge {
 namespace {
 
 using test::expect_close;
+using test::expect_cost_eq;
 using test::from_device;
 using test::poisoned_floats;
 using test::to_device;
@@ -36,19 +37,6 @@ using test::to_device;
 void finish_copies(const cuda::DeviceBuffer& any) {
     uint8_t byte = 0;
     any.download(&byte, 1);
-}
-
-void expect_cost_eq(const cpu::Cost& got, const cpu::Cost& want, const std::string& what) {
-    EXPECT_DOUBLE_EQ(got.flops, want.flops) << what;
-    EXPECT_DOUBLE_EQ(got.weight_bytes, want.weight_bytes) << what;
-    EXPECT_DOUBLE_EQ(got.act_read, want.act_read) << what;
-    EXPECT_DOUBLE_EQ(got.act_written, want.act_written) << what;
-    EXPECT_DOUBLE_EQ(got.kv_read, want.kv_read) << what;
-    EXPECT_DOUBLE_EQ(got.kv_written, want.kv_written) << what;
-}
-void expect_cost_eq(const cpu::AttentionCost& got, const cpu::AttentionCost& want, const std::string& what) {
-    expect_cost_eq(got.scores, want.scores, what + " scores");
-    expect_cost_eq(got.mix, want.mix, what + " mix");
 }
 
 // Index of the first byte where a and b differ (a.size() when equal and of one size).

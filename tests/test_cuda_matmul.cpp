@@ -24,6 +24,7 @@ namespace {
 
 using cpu::Cost;
 using test::expect_close;
+using test::expect_cost_eq;
 using test::from_device;
 using test::OwnedWeight;
 using test::poisoned_floats;
@@ -46,15 +47,6 @@ std::vector<int64_t> lengths_for(DType t) {
 const int64_t kRows[] = {1, 3, 17, 64, 130};  // m: rows of X (tokens)
 const int64_t kCols[] = {1, 33, 97, 256};     // n: rows of W (outputs)
 constexpr size_t kGuard = 64;                 // floats past Y that must stay poisoned
-
-void expect_cost_eq(const Cost& got, const Cost& want, const std::string& what) {
-    EXPECT_DOUBLE_EQ(got.flops, want.flops) << what;
-    EXPECT_DOUBLE_EQ(got.weight_bytes, want.weight_bytes) << what;
-    EXPECT_DOUBLE_EQ(got.act_read, want.act_read) << what;
-    EXPECT_DOUBLE_EQ(got.act_written, want.act_written) << what;
-    EXPECT_DOUBLE_EQ(got.kv_read, want.kv_read) << what;
-    EXPECT_DOUBLE_EQ(got.kv_written, want.kv_written) << what;
-}
 
 // Whether |got - ref| <= atol + rtol*|ref| everywhere (expect_close then reports the misses).
 bool all_close(const std::vector<float>& got, const std::vector<float>& ref, double atol, double rtol) {

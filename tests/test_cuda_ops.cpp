@@ -20,13 +20,6 @@ using test::from_device;
 using test::random_floats;
 using test::to_device;
 
-void expect_same_cost(const cpu::Cost& a, const cpu::Cost& b, const char* what) {
-    EXPECT_DOUBLE_EQ(a.flops, b.flops) << what;
-    EXPECT_DOUBLE_EQ(a.weight_bytes, b.weight_bytes) << what;
-    EXPECT_DOUBLE_EQ(a.act_read, b.act_read) << what;
-    EXPECT_DOUBLE_EQ(a.act_written, b.act_written) << what;
-}
-
 TEST(CudaOps, EmbedMatchesScalarForEveryType) {
     RIDGE_REQUIRE_GPU();
     cuda::Stream s;
@@ -45,7 +38,7 @@ TEST(CudaOps, EmbedMatchesScalarForEveryType) {
         s.sync();
         const std::vector<float> got = from_device<float>(out, ref.size());
         expect_close(got.data(), ref.data(), ref.size(), 1e-6, 1e-6, std::string("embed ") + std::string(dtype_name(t)));
-        expect_same_cost(c1, c0, "embed");
+        test::expect_cost_eq(c1, c0, "embed");
     }
 }
 
@@ -64,7 +57,7 @@ TEST(CudaOps, RmsNormMatchesScalar) {
         s.sync();
         expect_close(from_device<float>(dy, x.size()).data(), ref.data(), ref.size(), 1e-6, 1e-5, "rmsnorm");
         expect_close(from_device<float>(dx, x.size()).data(), ref.data(), ref.size(), 1e-6, 1e-5, "rmsnorm in place");
-        expect_same_cost(c1, c0, "rmsnorm");
+        test::expect_cost_eq(c1, c0, "rmsnorm");
     }
 }
 
@@ -84,7 +77,7 @@ TEST(CudaOps, RopeMatchesScalarInBothStyles) {
             const cpu::Cost c1 = cuda::rope(s, dx.as<float>(), dp.as<int32_t>(), m, n_heads, p);
             s.sync();
             expect_close(from_device<float>(dx, x.size()).data(), ref.data(), ref.size(), 1e-5, 1e-5, "rope");
-            expect_same_cost(c1, c0, "rope");
+            test::expect_cost_eq(c1, c0, "rope");
         }
 }
 
@@ -99,14 +92,14 @@ TEST(CudaOps, SwigluAndAddMatchScalar) {
         const cpu::Cost c1 = cuda::swiglu(s, dg.as<float>(), du.as<float>(), n, dout.as<float>());
         s.sync();
         expect_close(from_device<float>(dout, size_t(n)).data(), ref.data(), ref.size(), 1e-6, 1e-5, "swiglu");
-        expect_same_cost(c1, c0, "swiglu");
+        test::expect_cost_eq(c1, c0, "swiglu");
 
         std::vector<float> sum = g;
         cpu::add_v0_scalar(sum.data(), u.data(), n);
         const cpu::Cost c2 = cuda::add(s, dg.as<float>(), du.as<float>(), n);
         s.sync();
         EXPECT_EQ(from_device<float>(dg, size_t(n)), sum);  // one f32 add each: exact
-        expect_same_cost(c2, cpu::add_cost(n), "add");
+        test::expect_cost_eq(c2, cpu::add_cost(n), "add");
     }
 }
 

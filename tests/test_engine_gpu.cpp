@@ -68,6 +68,18 @@ std::vector<std::vector<float>> run(const Model& model, const std::vector<int32_
     return out;
 }
 
+// The model at path twice: on the CPU (exact: f32 activations, the GPU's arithmetic) and on the GPU.
+struct OnBoth {
+    Model cpu, gpu;
+};
+OnBoth on_both(const std::string& path, bool exact = true) {
+    OnBoth b{test::load(path).model, {}};
+    b.cpu.exact = exact;
+    b.gpu = b.cpu;
+    to_gpu(b.gpu);
+    return b;
+}
+
 int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 // Greedy continuation of prompt for n tokens.
@@ -100,10 +112,8 @@ void expect_logits_close(const std::vector<std::vector<float>>& gpu, const std::
 
 TEST(GpuForward, Stories260KLogitsMatchTheCpu) {
     RIDGE_REQUIRE_GPU();
-    Model cpu_model = test::load(kStories).model;
-    cpu_model.exact = true;
-    Model gpu_model = cpu_model;
-    to_gpu(gpu_model);
+    const OnBoth m = on_both(kStories);
+    const Model &cpu_model = m.cpu, &gpu_model = m.gpu;
     const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 300, 270, 293, 385, 280, 269, 347, 294, 257, 281,
                                          331, 297, 258, 304, 280, 266, 267, 339, 274, 260, 267, 331};  // 27: tiled
     const std::vector<int32_t> decode = {1, 5, 400, 37, 12, 260};
@@ -113,19 +123,16 @@ TEST(GpuForward, Stories260KLogitsMatchTheCpu) {
 
 TEST(GpuForward, Stories260KGreedyTextIsTheCpus) {
     RIDGE_REQUIRE_GPU();
-    Model cpu_model = test::load(kStories).model;
-    Model gpu_model = cpu_model;
-    to_gpu(gpu_model);
+    const OnBoth m = on_both(kStories, /*exact=*/false);
+    const Model &cpu_model = m.cpu, &gpu_model = m.gpu;
     EXPECT_EQ(greedy(gpu_model, {1}, 200), greedy(cpu_model, {1}, 200));
 }
 
 TEST(GpuForward, SmolLM2LogitsMatchTheCpusExactPath) {
     RIDGE_REQUIRE_GPU();
     RIDGE_REQUIRE_SMOLLM2();
-    Model cpu_model = test::load(kSmol).model;
-    cpu_model.exact = true;
-    Model gpu_model = cpu_model;
-    to_gpu(gpu_model);
+    const OnBoth m = on_both(kSmol);
+    const Model &cpu_model = m.cpu, &gpu_model = m.gpu;
     std::vector<int32_t> prompt;
     for (int i = 0; i < 40; i++) prompt.push_back(int32_t((i * 7919 + 13) % 49152));
     const std::vector<int32_t> decode = {504, 2683, 314, 260, 1345};
@@ -135,10 +142,8 @@ TEST(GpuForward, SmolLM2LogitsMatchTheCpusExactPath) {
 TEST(GpuForward, SmolLM2GreedyAgreesOnFourOfFivePromptsDivergingOnlyAtNearTies) {
     RIDGE_REQUIRE_GPU();
     RIDGE_REQUIRE_SMOLLM2();
-    Model cpu_model = test::load(kSmol).model;
-    cpu_model.exact = true;
-    Model gpu_model = cpu_model;
-    to_gpu(gpu_model);
+    const OnBoth m = on_both(kSmol);
+    const Model &cpu_model = m.cpu, &gpu_model = m.gpu;
     const std::vector<std::vector<int32_t>> prompts = {
         {1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182, 2},
         {1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2},
@@ -166,10 +171,8 @@ TEST(GpuForward, SmolLM2GreedyAgreesOnFourOfFivePromptsDivergingOnlyAtNearTies) 
 TEST(GpuForward, CountersCountWhatTheCpusExactPathCounts) {
     RIDGE_REQUIRE_GPU();
     RIDGE_REQUIRE_SMOLLM2();
-    Model cpu_model = test::load(kSmol).model;
-    cpu_model.exact = true;
-    Model gpu_model = cpu_model;
-    to_gpu(gpu_model);
+    const OnBoth m = on_both(kSmol);
+    const Model &cpu_model = m.cpu, &gpu_model = m.gpu;
     std::vector<int32_t> prompt;  // 30 rows: a tiled chunk on both devices (CPU exact 22, GPU 16)
     for (int i = 0; i < 30; i++) prompt.push_back(int32_t(100 + 37 * i));
     const std::vector<int32_t> decode = {7, 8, 9};
