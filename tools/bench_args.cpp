@@ -112,7 +112,8 @@ nlohmann::ordered_json cost_json(const cpu::Cost& c) {
 }
 
 nlohmann::ordered_json ceilings_json(const Ceilings& c) {
-    return {{"threads", c.threads},
+    return {{"device", c.device},
+            {"threads", c.threads},
             {"bandwidth_gbs", c.bandwidth_gbs},
             {"peak_gflops", c.peak_gflops()},
             {"matmul_gflops", c.matmul_gflops},

@@ -82,6 +82,7 @@ void print_json(const BatchBenchCommand& cmd, const ModelFile& file, const Model
     nlohmann::ordered_json j;
     j["model"] = model_json(file.path(), model.config, stats);
     j["threads"] = res.threads;
+    j["device"] = model.gpu ? "cuda" : "cpu";
     j["kv_type"] = cmd.kv_type;
     j["n_prompt"] = res.n_prompt;
     j["n_gen"] = res.n_gen;

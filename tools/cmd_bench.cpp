@@ -88,6 +88,7 @@ void run(BenchCommand& cmd) {
         nlohmann::ordered_json j;
         j["model"] = model_json(file->path(), model.config, stats);
         j["threads"] = res.threads;
+        j["device"] = model.gpu ? "cuda" : "cpu";
         j["kv_type"] = a.kv_type;
         j["batch"] = a.opt.max_rows;
         j["repetitions"] = a.opt.reps;
@@ -103,10 +104,11 @@ void run(BenchCommand& cmd) {
         return;
     }
 
-    std::printf("model: %s (%s, %s params, %sB of %s weights), %d threads, KV cache %s, batch %d, "
+    const std::string where = model.gpu ? "GPU " + ceil.cpu : std::to_string(res.threads) + " threads";
+    std::printf("model: %s (%s, %s params, %sB of %s weights), %s, KV cache %s, batch %d, "
                 "%d repetitions after a warm-up%s%s\n\n",
                 file->path().c_str(), c.arch.c_str(), si(double(stats.n_params)).c_str(),
-                si(double(stats.weight_bytes)).c_str(), types_of(stats).c_str(), res.threads, a.kv_type.c_str(),
+                si(double(stats.weight_bytes)).c_str(), types_of(stats).c_str(), where.c_str(), a.kv_type.c_str(),
                 a.opt.max_rows, a.opt.reps, a.opt.count ? "" : ", counting off", model.exact ? ", --exact" : "");
     std::printf("| test | t/s | min .. max | FLOP/token | bytes/token | FLOP/byte | GB/s | GFLOP/s | bound t/s | "
                 "%% of bound |\n");
@@ -132,8 +134,10 @@ void run(BenchCommand& cmd) {
     for (const BenchTest& t : res.tests)
         std::printf(" %s activations %sB/token;", t.name.c_str(),
                     si(t.report.per_token.act_read + t.report.per_token.act_written).c_str());
-    std::printf("\nceilings: %.2f GB/s read, %.1f GFLOP/s FMA peak, ridge point %.2f FLOP/byte (%d threads; %s%s)\n",
-                ceil.bandwidth_gbs, ceil.peak_gflops(), ceil.ridge_point(), ceil.threads, ceil.path.c_str(),
+    const std::string ceil_of = ceil.device == "cuda" ? "GPU" : std::to_string(ceil.threads) + " threads";
+    std::printf("\nceilings: %.2f GB/s read, %.1f GFLOP/s %s, ridge point %.2f FLOP/byte (%s; %s%s)\n",
+                ceil.bandwidth_gbs, ceil.peak_gflops(), ceil.device == "cuda" ? "peak" : "FMA peak", ceil.ridge_point(),
+                ceil_of.c_str(), ceil.path.c_str(),
                 ceil.measured_at.empty() ? "" : (", measured " + ceil.measured_at).c_str());
     std::printf("peak resident memory: %sB\n", si(res.peak_rss_bytes).c_str());
 }
