@@ -103,7 +103,6 @@ struct GpuModel {
         cuda::DeviceMatrix q, k, v, o, gate, up, down;
     };
     int device = 0;
-    std::unique_ptr<cuda::Stream> stream;  // every kernel of every forward queues here
     bool use_graph = true;                 // decode steps replay a CUDA graph (to_gpu's `graph`)
     cuda::DeviceMatrix token_embd;         // (n_vocab, d)
     cuda::DeviceMatrix output;             // (n_vocab, d); empty when tied (token_embd serves)
@@ -121,6 +120,7 @@ struct GpuWorkspace {
     cuda::DeviceBuffer rows;              // (m) AttentionRow with device block-table pointers
     cuda::DeviceBuffer tables;            // the batch's sequences' block tables, one after another
     cuda::DeviceBuffer attn_scratch;      // attention_v1_split's partial results
+    std::unique_ptr<cuda::Stream> stream; // every kernel of this workspace's forward passes queues here
     cuda::Graph graph;                    // the decode step, captured (GpuModel::use_graph)
     std::vector<cpu::AttentionRow> rows_for_device;  // (m) host copy of `rows`
     std::vector<int32_t> tables_host;
@@ -142,7 +142,6 @@ void to_gpu(Model& model, int device, bool graph) {
     auto g = std::make_shared<GpuModel>();
     g->device = device;
     g->use_graph = graph;
-    g->stream = std::make_unique<cuda::Stream>();
     g->token_embd = cuda::upload_matrix(*model.token_embd);
     if (model.output != model.token_embd) g->output = cuda::upload_matrix(*model.output);
     g->output_norm = upload_f32(*model.output_norm);
@@ -165,7 +164,7 @@ void to_gpu(Model& model, int device, bool graph) {
 void forward_gpu(const Model& model, KVCache& cache, const Batch& batch, Workspace& ws, Counters* counters,
                  Dumper* dump) {
     const GpuModel& g = *model.gpu;
-    const cuda::Stream& s = *g.stream;
+    cuda::use_device(g.device);  // this thread may not be the one that placed the model
     const Config& c = model.config;
     const int64_t m = batch.size();
     const int64_t d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
@@ -183,6 +182,8 @@ void forward_gpu(const Model& model, KVCache& cache, const Batch& batch, Workspa
     ws.n_logit_rows = m_out;
     if (!ws.gpu) ws.gpu = std::make_shared<GpuWorkspace>();
     GpuWorkspace& gw = *ws.gpu;
+    if (!gw.stream) gw.stream = std::make_unique<cuda::Stream>();
+    const cuda::Stream& s = *gw.stream;
 
     // Device buffers for this batch.
     const size_t f = sizeof(float);
@@ -215,7 +216,10 @@ void forward_gpu(const Model& model, KVCache& cache, const Batch& batch, Workspa
         }
         row_table[size_t(i)] = at;
     }
-    grow(gw.tables, std::max<size_t>(gw.tables_host.size(), 1) * 4);
+    // Grown by doubling: sequences gain a block every block_size tokens, and a reallocation waits
+    // for the device.
+    if (gw.tables.size() < gw.tables_host.size() * 4)
+        gw.tables = cuda::DeviceBuffer(std::max(gw.tables_host.size() * 4, 2 * gw.tables.size()));
     gw.rows_for_device.resize(size_t(m));
     for (int64_t i = 0; i < m; i++)
         gw.rows_for_device[size_t(i)] =
@@ -273,12 +277,13 @@ void forward_gpu(const Model& model, KVCache& cache, const Batch& batch, Workspa
                 count(layer, op, cuda::matmul(s, W, xr, run.rows(), yr));
                 continue;
             }
-            cpu::Cost cost;
             for (int64_t r = 0; r < run.rows(); r += cuda::kMatvecMaxRows) {
                 const int64_t rows = std::min(cuda::kMatvecMaxRows, run.rows() - r);
-                cost += cuda::matvec(s, W, xr + r * W.k, rows, yr + r * W.n);
+                cuda::matvec(s, W, xr + r * W.k, rows, yr + r * W.n);
             }
-            count(layer, op, cost);
+            // Counted as the CPU counts a run (its weights once): a run of more than kMatvecMaxRows
+            // rows reads them once per launch here, a cost of this kernel the counters leave out.
+            count(layer, op, cuda::matmul_cost(W, run.rows()));
         }
     };
     const cpu::AttentionShape heads{c.n_heads, c.n_kv_heads, c.head_dim};
@@ -364,22 +369,29 @@ void forward_gpu(const Model& model, KVCache& cache, const Batch& batch, Workspa
     };
 
     // Decode steps (no tiled run) without counters or dumps replay a CUDA graph of queue_all; the
-    // key holds everything the captured launches baked in: the rows, their attention splits (the
-    // grid of the split kernel) and the device buffers' addresses.
+    // key holds everything the captured launches baked in: the model, the rows (which want logits,
+    // their attention splits: the split kernel's grid), the runs, the KV pool and every buffer.
     bool graph = g.use_graph && !counters && !dump;
     for (const RowRun& run : ws.runs) graph = graph && !run.tiled;
     if (!graph) {
         queue_all();
     } else {
-        uint64_t key = 1469598103934665603ull;  // FNV-1a over the launch-shaping values
-        auto mix = [&key](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
-        mix(uint64_t(m)), mix(uint64_t(m_out));
-        for (int64_t i = 0; i < m; i++) mix(uint64_t((ws.attn_rows[size_t(i)].n_keys + cuda::kSplitKeys - 1) / cuda::kSplitKeys));
-        for (const RowRun& run : ws.runs) mix(uint64_t(run.begin)), mix(uint64_t(run.end));
-        for (const RowRun& run : ws.out_runs) mix(uint64_t(run.begin)), mix(uint64_t(run.end));
-        for (const cuda::DeviceBuffer* b : {&gw.x, &gw.q, &gw.ffn_gate, &gw.logits, &gw.tokens, &gw.rows, &gw.tables,
-                                            &gw.attn_scratch, &gw.out_norm, &gw.slots})
-            mix(uint64_t(reinterpret_cast<uintptr_t>(b->data())));
+        std::vector<uint64_t> key = {uint64_t(m), uint64_t(m_out), uint64_t(reinterpret_cast<uintptr_t>(&g))};
+        for (int64_t i = 0; i < m; i++)  // each row: does it want logits, how many attention splits
+            key.push_back(uint64_t(batch.want_logits[size_t(i)]) << 32 |
+                          uint64_t((ws.attn_rows[size_t(i)].n_keys + cuda::kSplitKeys - 1) / cuda::kSplitKeys));
+        for (const RowRun& run : ws.runs) key.push_back(uint64_t(run.begin)), key.push_back(uint64_t(run.end));
+        for (const RowRun& run : ws.out_runs) key.push_back(uint64_t(run.begin)), key.push_back(uint64_t(run.end));
+        const cpu::KVLayer kv0 = cache.layer(0);  // the cache's pool (all layers are one allocation)
+        for (uint64_t v : {uint64_t(reinterpret_cast<uintptr_t>(kv0.k)), uint64_t(kv0.n_slots), uint64_t(kv0.block_size),
+                           uint64_t(kv0.type)})
+            key.push_back(v);
+        // Every buffer the launches name (the block tables are not: the rows, re-uploaded each
+        // step, point into them).
+        for (const cuda::DeviceBuffer* b : {&gw.x, &gw.x_norm, &gw.q, &gw.k, &gw.v, &gw.attn, &gw.attn_out,
+                                            &gw.ffn_gate, &gw.ffn_up, &gw.ffn_act, &gw.ffn_out, &gw.out_norm,
+                                            &gw.logits, &gw.tokens, &gw.pos, &gw.slots, &gw.rows, &gw.attn_scratch})
+            key.push_back(uint64_t(reinterpret_cast<uintptr_t>(b->data()))), key.push_back(b->size());
         gw.graph.run(s, key, queue_all);
     }
     s.sync();  // the batch is done (and any error inside a kernel surfaces here)

@@ -20,10 +20,10 @@ uint32_t Rng::next_u32() {
 float Rng::next_f32() { return float(next_u32() >> 8) / 16777216.0f; }
 
 int32_t argmax(const float* x, int n) {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
+    int32_t best = -1;
+    for (int i = 0; i < n; i++)
+        if (!std::isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
+    return best < 0 ? 0 : best;
 }
 
 void validate(const SamplerParams& p) {

@@ -58,7 +58,8 @@ private:
     std::vector<std::pair<float, int32_t>> cand_;  // (n_vocab) (probability, id) candidates
 };
 
-// Index of the largest value (the first one on ties).
+// Index of the largest value (the first one on ties; NaN never wins; 0 when every value is NaN),
+// the rule cuda::argmax follows too.
 int32_t argmax(const float* x, int n);
 
 }  // namespace ridge

@@ -168,6 +168,51 @@ TEST(GpuForward, SmolLM2GreedyAgreesOnFourOfFivePromptsDivergingOnlyAtNearTies) 
     EXPECT_GE(identical, 4);
 }
 
+// The logits of a few decode-shaped batches (no tiled run, so the graph path takes them): each
+// step feeds the next position of three sequences with logits for the rows in `wants` (the two
+// steps want the same number of rows but different ones).
+std::vector<std::vector<float>> batched_steps(const Model& model) {
+    KVCache cache(model.config, 64, DType::F32, 16, 0, /*on_gpu=*/model.gpu != nullptr);
+    Workspace ws;
+    const int seqs[3] = {cache.new_sequence(), cache.new_sequence(), cache.new_sequence()};
+    const std::vector<std::vector<uint8_t>> wants = {{1, 0, 1}, {0, 1, 1}, {1, 1, 0}, {1, 0, 1}};
+    std::vector<std::vector<float>> out;
+    for (size_t step = 0; step < wants.size(); step++) {
+        Batch b;
+        for (int i = 0; i < 3; i++)
+            b.add(int32_t(10 + 7 * step + i), seqs[i], cache.append(seqs[i], 1), wants[step][size_t(i)] != 0);
+        forward(model, cache, b, ws);
+        out.emplace_back(ws.logits.begin(), ws.logits.begin() + ws.n_logit_rows * ws.n_vocab);
+    }
+    return out;
+}
+
+TEST(GpuForward, GraphReplaysGiveTheLogitsOfLaunchingKernelByKernel) {
+    RIDGE_REQUIRE_GPU();
+    const OnBoth m = on_both(kStories, /*exact=*/false);
+    Model no_graph = m.cpu;
+    to_gpu(no_graph, 0, /*graph=*/false);
+    // One sequence: a short prompt (row-exact) and decode steps, counting off so the graph is used.
+    auto logits = [](const Model& model) {
+        SessionOptions so;
+        so.n_ctx = 128;
+        so.count = false;
+        Session s(model, so);
+        const int seq = s.cache().new_sequence();
+        std::vector<float> all;
+        const float* l = s.prefill(seq, std::vector<int32_t>{1, 403, 407, 261, 378});
+        for (int i = 0; i < 40; i++) {  // past 16-slot KV blocks, so the rows' tables grow
+            all.insert(all.end(), l, l + s.n_vocab());
+            l = s.decode(seq, int32_t(20 + i));
+        }
+        return all;
+    };
+    EXPECT_EQ(logits(m.gpu), logits(no_graph));  // the same kernels: bit for bit
+    const auto graph_steps = batched_steps(m.gpu), cpu_steps = batched_steps(m.cpu);
+    EXPECT_EQ(graph_steps, batched_steps(no_graph));
+    expect_logits_close(graph_steps, cpu_steps, 1e-3);  // and they are the CPU's, row by row
+}
+
 TEST(GpuForward, CountersCountWhatTheCpusExactPathCounts) {
     RIDGE_REQUIRE_GPU();
     RIDGE_REQUIRE_SMOLLM2();

@@ -37,6 +37,14 @@ TEST(Sampler, GreedyTakesTheArgmaxAndTheFirstOnTies) {
     EXPECT_EQ(s2.sample(logits.data(), 4, {}), 1);
 }
 
+TEST(Sampler, ArgmaxSkipsNaNWhereverItStands) {  // the rule cuda::argmax follows too
+    const float nan = std::nanf("");
+    const std::vector<float> first = {nan, 1.0f, 2.0f, 2.0f}, middle = {0.5f, nan, -1.0f}, all = {nan, nan};
+    EXPECT_EQ(argmax(first.data(), 4), 2);
+    EXPECT_EQ(argmax(middle.data(), 3), 0);
+    EXPECT_EQ(argmax(all.data(), 2), 0);
+}
+
 TEST(Sampler, FiltersThatLeaveOneTokenAreGreedy) {
     const std::vector<float> logits = {1.0f, 2.0f, 0.5f, 1.9f, -3.0f};
     for (int which = 0; which < 3; which++) {

@@ -15,7 +15,7 @@ void Graph::reset() {
     have_ = false;
 }
 
-void Graph::run(const Stream& s, uint64_t key, const std::function<void()>& record) {
+void Graph::run(const Stream& s, const std::vector<uint64_t>& key, const std::function<void()>& record) {
     cudaStream_t st = stream_of(s);
     if (!have_ || key != key_) {
         reset();

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "kernels/cuda/runtime.h"
 
@@ -22,7 +23,8 @@ public:
 
     // Queues record's work on s: replayed from the graph when key matches the captured one, else
     // captured anew (record runs once, under capture: it must not synchronize or allocate).
-    void run(const Stream& s, uint64_t key, const std::function<void()>& record);
+    // The key is compared in full (no hash): a replay happens only for the very same values.
+    void run(const Stream& s, const std::vector<uint64_t>& key, const std::function<void()>& record);
     int64_t captures() const { return captures_; }  // how many times a graph was captured
     int64_t replays() const { return replays_; }    // how many times one was replayed
 
@@ -30,7 +32,7 @@ private:
     void reset();
     void* graph_ = nullptr;  // cudaGraph_t
     void* exec_ = nullptr;   // cudaGraphExec_t
-    uint64_t key_ = 0;
+    std::vector<uint64_t> key_;
     bool have_ = false;
     int64_t captures_ = 0, replays_ = 0;
 };

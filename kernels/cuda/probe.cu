@@ -154,10 +154,13 @@ Timing time_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, 
 }
 
 bool time_cublas_bf16(int64_t m, int64_t n, int64_t k, int reps, Timing* t, std::string* why) {
-    void* lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) lib = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+    // Loaded once and never closed: unloading cuBLAS before the process ends is known to crash at exit.
+    static void* lib = [] {
+        void* l = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+        return l ? l : dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+    }();
     if (!lib) {
-        *why = std::string("cuBLAS not found (") + dlerror() + ")";
+        *why = "cuBLAS not found (libcublas.so.13)";
         return false;
     }
     using Create = cublasStatus_t (*)(cublasHandle_t*);
@@ -172,41 +175,40 @@ bool time_cublas_bf16(int64_t m, int64_t n, int64_t k, int reps, Timing* t, std:
     auto gemm = reinterpret_cast<GemmEx>(dlsym(lib, "cublasGemmEx"));
     if (!create || !destroy || !set_stream || !gemm) {
         *why = "cuBLAS lacks cublasCreate_v2 / cublasGemmEx";
-        dlclose(lib);
         return false;
     }
+    // The inputs and the stream outlive the handle, which is destroyed however this returns.
+    const std::vector<uint16_t> w = random_bf16(size_t(n * k), 1), x = random_bf16(size_t(m * k), 2);
+    DeviceBuffer W(w.size() * 2), X(x.size() * 2), Y(size_t(m * n) * 4);
+    W.upload(w.data(), w.size() * 2);
+    X.upload(x.data(), x.size() * 2);
+    Stream s;
     cublasHandle_t h = nullptr;
     if (create(&h) != CUBLAS_STATUS_SUCCESS) {
         *why = "cublasCreate failed";
-        dlclose(lib);
         return false;
     }
-    bool ok = true;
-    {
-        const std::vector<uint16_t> w = random_bf16(size_t(n * k), 1), x = random_bf16(size_t(m * k), 2);
-        DeviceBuffer W(w.size() * 2), X(x.size() * 2), Y(size_t(m * n) * 4);
-        W.upload(w.data(), w.size() * 2);
-        X.upload(x.data(), x.size() * 2);
-        Stream s;
-        set_stream(h, stream_of(s));
-        const float alpha = 1.0f, beta = 0.0f;
-        // Row-major Y (m, n) = X (m, k) . W (n, k)^T is column-major Y^T (n x m) = W^T' . X^T':
-        // A = W read as column-major (k x n), transposed; B = X read as column-major (k x m).
-        cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-        *t = time_events(stream_of(s), reps, [&] {
-            const cublasStatus_t r = gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, W.data(),
-                                          CUDA_R_16BF, int(k), X.data(), CUDA_R_16BF, int(k), &beta, Y.data(),
-                                          CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-            if (r != CUBLAS_STATUS_SUCCESS) st = r;
-        });
-        if (st != CUBLAS_STATUS_SUCCESS) {
-            *why = "cublasGemmEx failed with status " + std::to_string(int(st));
-            ok = false;
-        }
+    struct Handle {
+        cublasHandle_t h;
+        Destroy destroy;
+        ~Handle() { destroy(h); }
+    } guard{h, destroy};
+    set_stream(h, stream_of(s));
+    const float alpha = 1.0f, beta = 0.0f;
+    // Row-major Y (m, n) = X (m, k) . W (n, k)^T is column-major Y^T (n x m) = op(A) . B with
+    // A = W read as column-major (k x n), transposed, and B = X read as column-major (k x m).
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    *t = time_events(stream_of(s), reps, [&] {
+        const cublasStatus_t r = gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, W.data(), CUDA_R_16BF,
+                                      int(k), X.data(), CUDA_R_16BF, int(k), &beta, Y.data(), CUDA_R_32F, int(n),
+                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (r != CUBLAS_STATUS_SUCCESS) st = r;
+    });
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        *why = "cublasGemmEx failed with status " + std::to_string(int(st));
+        return false;
     }
-    destroy(h);
-    dlclose(lib);
-    return ok;
+    return true;
 }
 
 }  // namespace ridge::cuda

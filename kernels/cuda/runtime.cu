@@ -52,6 +52,8 @@ void set_device(int device) {
     RIDGE_CUDA_CHECK(cudaSetDevice(device));
 }
 
+void use_device(int device) { RIDGE_CUDA_CHECK(cudaSetDevice(device)); }
+
 Stream::Stream() {
     cudaStream_t s = nullptr;
     RIDGE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamDefault));  // synchronizes with the legacy stream

@@ -29,6 +29,8 @@ struct DeviceInfo {
 DeviceInfo device_info(int device = 0);
 // Makes `device` current for this host thread; ridge::Error when it does not exist.
 void set_device(int device);
+// The same without the existence check, for every call on a thread that may not have set it (cheap).
+void use_device(int device);
 
 // A CUDA stream. Kernels take one by reference and queue on it; nothing waits until sync(). It is
 // an ordinary (blocking) stream: DeviceBuffer's copies and fills, which run on the legacy default
