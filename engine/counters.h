@@ -4,10 +4,14 @@
 // it when given one, and counts nothing (not even the clock) when given nullptr.
 #pragma once
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/cost.h"
 
 namespace ridge {
@@ -117,6 +121,46 @@ struct Counters {
         return *this;
     }
     void clear() { *this = Counters{}; }
+};
+
+// How forward() and forward_gpu record their kernel calls: add() gives a call that has just
+// finished its cost and the wall time since the previous record (the kernels run one after
+// another). `drain` runs before each clock reading (the GPU waits for its stream there). With
+// counters == nullptr nothing is recorded and no clock is read.
+class CallRecorder {
+public:
+    explicit CallRecorder(Counters* counters, std::function<void()> drain = {})
+        : counters_(counters), drain_(std::move(drain)), last_(counters ? Clock::now() : Clock::time_point{}) {}
+    bool on() const { return counters_ != nullptr; }
+    // Seconds since the previous reading (call only when on()).
+    double elapsed() {
+        if (drain_) drain_();
+        const Clock::time_point now = Clock::now();
+        const double s = std::chrono::duration<double>(now - last_).count();
+        last_ = now;
+        return s;
+    }
+    void add(int layer, Op op, const cpu::Cost& cost) {
+        if (counters_) counters_->add(layer, op, cost, elapsed());
+    }
+    void add(int layer, Op op, const cpu::Cost& cost, double seconds) {
+        if (counters_) counters_->add(layer, op, cost, seconds);
+    }
+    // One attention call computes both the scores (Q.K) and the mix (P.V): its time is shared
+    // between them in proportion to their FLOPs (only the sum is measured).
+    void add_attention(int layer, const cpu::AttentionCost& cost) {
+        if (!counters_) return;
+        const double s = elapsed(), flops = cost.scores.flops + cost.mix.flops;
+        const double share = flops > 0 ? cost.scores.flops / flops : 0.5;
+        counters_->add(layer, Op::AttnScores, cost.scores, s * share);
+        counters_->add(layer, Op::AttnMix, cost.mix, s * (1.0 - share));
+    }
+
+private:
+    using Clock = std::chrono::steady_clock;
+    Counters* counters_;
+    std::function<void()> drain_;
+    Clock::time_point last_;
 };
 
 }  // namespace ridge

@@ -3,7 +3,6 @@
 #include "engine/forward.h"
 
 #include <algorithm>
-#include <chrono>
 #include <string>
 
 #include "engine/gpu.h"
@@ -85,29 +84,11 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
         if (batch.want_logits[i]) ws.out_seq[r] = batch.seq[i], ws.out_pos[r] = batch.pos[i], r++;
     split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, min_tiled, ws.out_runs);
 
-    // count(layer, op, cost) records a kernel call that has just returned: its cost, and the wall
-    // time since the previous count (the kernels run one after another, each joining its threads;
+    // rec.add(layer, op, cost) records a kernel call that has just returned: its cost, and the wall
+    // time since the previous record (the kernels run one after another, each joining its threads;
     // a dump, when debugging, is timed into the next op). Without counters no clock is read.
-    using Clock = std::chrono::steady_clock;
-    Clock::time_point last = counters ? Clock::now() : Clock::time_point{};
-    auto elapsed = [&]() {
-        const Clock::time_point now = Clock::now();
-        const double s = std::chrono::duration<double>(now - last).count();
-        last = now;
-        return s;
-    };
-    auto count = [&](int layer, Op op, const cpu::Cost& cost) {
-        if (counters) counters->add(layer, op, cost, elapsed());
-    };
-    // One attention call computes both the scores (Q.K) and the mix (P.V): its time is shared
-    // between them in proportion to their FLOPs (only the sum is measured).
-    auto count_attention = [&](int layer, const cpu::AttentionCost& cost) {
-        if (!counters) return;
-        const double s = elapsed(), flops = cost.scores.flops + cost.mix.flops;
-        const double share = flops > 0 ? cost.scores.flops / flops : 0.5;
-        counters->add(layer, Op::AttnScores, cost.scores, s * share);
-        counters->add(layer, Op::AttnMix, cost.mix, s * (1.0 - share));
-    };
+    CallRecorder rec(counters);
+    auto count = [&](int layer, Op op, const cpu::Cost& cost) { rec.add(layer, op, cost); };
     auto dump_rows = [&](const std::string& name, const std::vector<float>& buf, int64_t rows, int64_t width) {
         if (dump) dump->write(name, buf.data(), long(rows), long(width));
     };
@@ -146,12 +127,12 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
             cpu::Cost costs[kMaxLinearOutputs];
             for (int i = 0; i < n; i++) mo[i] = {o[i].w, o[i].y + run.begin * o[i].w->ne(1)};
             cpu::matmul_rows_fused(mo, n, xr, run.rows(), xq, costs);
-            if (!counters) continue;
+            if (!rec.on()) continue;
             double bytes = 0;
             for (int i = 0; i < n; i++) bytes += costs[i].weight_bytes;
-            const double s = elapsed();
+            const double s = rec.elapsed();
             for (int i = 0; i < n; i++)
-                counters->add(layer, o[i].op, costs[i], bytes > 0 ? s * costs[i].weight_bytes / bytes : s / n);
+                rec.add(layer, o[i].op, costs[i], bytes > 0 ? s * costs[i].weight_bytes / bytes : s / n);
         }
     };
     // Attention run by run: a tiled run (one prompt chunk) through the blocked kernel, row-exact
@@ -162,8 +143,8 @@ void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& 
             const float* q = ws.q.data() + run.begin * q_stride;
             const cpu::AttentionRow* rows = ws.attn_rows.data() + run.begin;
             float* out = ws.attn.data() + run.begin * q_stride;
-            count_attention(layer, run.tiled ? cpu::attention(q, rows, run.rows(), kv, heads, out)
-                                             : cpu::attention_v3_split(q, rows, run.rows(), kv, heads, out));
+            rec.add_attention(layer, run.tiled ? cpu::attention(q, rows, run.rows(), kv, heads, out)
+                                               : cpu::attention_v3_split(q, rows, run.rows(), kv, heads, out));
         }
     };
     // The rows' rotation angles, once for every layer (their time is counted with the embedding).

@@ -4,7 +4,6 @@
 #include "engine/gpu.h"
 
 #include <algorithm>
-#include <chrono>
 #include <ctime>
 #include <string>
 #include <vector>
@@ -237,27 +236,10 @@ void forward_gpu(const Model& model, KVCache& cache, const Batch& batch, Workspa
         if (batch.want_logits[size_t(i)]) ws.out_seq[size_t(r)] = batch.seq[size_t(i)], ws.out_pos[size_t(r)] = batch.pos[size_t(i)], r++;
     split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, min_tiled, ws.out_runs);
 
-    // Counting: with counters, the stream is drained after every op so that its wall time is the
-    // op's own (the price of the measurement); without them nothing waits until the logits.
-    using Clock = std::chrono::steady_clock;
-    Clock::time_point last = counters ? Clock::now() : Clock::time_point{};
-    auto elapsed = [&]() {
-        s.sync();
-        const Clock::time_point now = Clock::now();
-        const double sec = std::chrono::duration<double>(now - last).count();
-        last = now;
-        return sec;
-    };
-    auto count = [&](int layer, Op op, const cpu::Cost& cost) {
-        if (counters) counters->add(layer, op, cost, elapsed());
-    };
-    auto count_attention = [&](int layer, const cpu::AttentionCost& cost) {
-        if (!counters) return;
-        const double sec = elapsed(), fl = cost.scores.flops + cost.mix.flops;
-        const double share = fl > 0 ? cost.scores.flops / fl : 0.5;
-        counters->add(layer, Op::AttnScores, cost.scores, sec * share);
-        counters->add(layer, Op::AttnMix, cost.mix, sec * (1.0 - share));
-    };
+    // Counting: with counters, the stream is drained before every clock reading so that an op's
+    // wall time is its own (the price of the measurement); without them nothing waits until the logits.
+    CallRecorder rec(counters, [&s] { s.sync(); });
+    auto count = [&](int layer, Op op, const cpu::Cost& cost) { rec.add(layer, op, cost); };
     std::vector<float> host_rows;
     auto dump_rows = [&](const std::string& name, const cuda::DeviceBuffer& buf, int64_t rows, int64_t width) {
         if (!dump) return;
@@ -294,8 +276,8 @@ void forward_gpu(const Model& model, KVCache& cache, const Batch& batch, Workspa
                                            gw.rows_for_device.data() + run.begin, run.rows()};
             const float* q = gw.q.as<float>() + run.begin * q_dim;
             float* out = gw.attn.as<float>() + run.begin * q_dim;
-            count_attention(layer, run.tiled ? cuda::attention(s, q, rows, kv, heads, out, gw.attn_scratch)
-                                             : cuda::attention_v1_split(s, q, rows, kv, heads, out, gw.attn_scratch));
+            rec.add_attention(layer, run.tiled ? cuda::attention(s, q, rows, kv, heads, out, gw.attn_scratch)
+                                               : cuda::attention_v1_split(s, q, rows, kv, heads, out, gw.attn_scratch));
         }
     };
     const cpu::RopeParams rope{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style};
