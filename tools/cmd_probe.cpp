@@ -75,36 +75,28 @@ void check_writable(const std::string& path) {
 
 void run_probe(const ProbeArgs& a) {
     if (a.threads_set && a.threads <= 0) throw Error("-t/--threads " + std::to_string(a.threads) + " must be >= 1");
-    if (a.device == "cuda") {
-        if (a.threads_set) throw Error("-t/--threads is for the CPU probe, not --device cuda");
-        if (!gpu::available()) throw Error("--device cuda: " + gpu::unavailable_reason());
-        const std::string path = a.out_path.empty() ? gpu_ceilings_path() : a.out_path;
-        check_writable(path);
-        std::fprintf(stderr, "ridge: probing the GPU (%s)...\n", a.quick ? "quick" : "about a minute");
-        Ceilings c = measure_gpu_ceilings(a.quick);
-        save_ceilings(c, path);
-        c.path = path;
-        if (a.json)
-            std::fputs(ceilings_to_json(c).c_str(), stdout);
-        else
-            print_gpu_ceilings(c);
-        std::fflush(stdout);
-        std::fprintf(stderr, "ridge: saved to %s\n", path.c_str());
-        return;
-    }
+    // Which machine: the GPU, or the CPU with this many threads; then the same measure, save, print.
+    const bool gpu = a.device == "cuda";
+    if (gpu && a.threads_set) throw Error("-t/--threads is for the CPU probe, not --device cuda");
+    if (gpu && !gpu::available()) throw Error("--device cuda: " + gpu::unavailable_reason());
     ProbeOptions opt;
     opt.threads = a.threads_set ? a.threads : omp_get_max_threads();
     opt.quick = a.quick;
-    const std::string path = a.out_path.empty() ? default_ceilings_path(opt.threads) : a.out_path;
+    const std::string path = !a.out_path.empty() ? a.out_path : gpu ? gpu_ceilings_path() : default_ceilings_path(opt.threads);
     check_writable(path);
 
-    std::fprintf(stderr, "ridge: probing with %d threads (%s)...\n", opt.threads,
-                 a.quick ? "quick" : "a few seconds; other work on this machine disturbs the numbers");
-    Ceilings c = measure_ceilings(opt);
+    if (gpu)
+        std::fprintf(stderr, "ridge: probing the GPU (%s)...\n", a.quick ? "quick" : "about a minute");
+    else
+        std::fprintf(stderr, "ridge: probing with %d threads (%s)...\n", opt.threads,
+                     a.quick ? "quick" : "a few seconds; other work on this machine disturbs the numbers");
+    Ceilings c = gpu ? measure_gpu_ceilings(a.quick) : measure_ceilings(opt);
     save_ceilings(c, path);
     c.path = path;
     if (a.json)
         std::fputs(ceilings_to_json(c).c_str(), stdout);
+    else if (gpu)
+        print_gpu_ceilings(c);
     else
         print_ceilings(c);
     std::fflush(stdout);
