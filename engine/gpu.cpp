@@ -177,7 +177,14 @@ void forward_gpu(const Model& model, KVCache& cache, const Batch& batch, Workspa
                         " is outside the vocabulary of " + std::to_string(c.n_vocab));
     int64_t m_out = 0;
     for (uint8_t w : batch.want_logits) m_out += w ? 1 : 0;
-    ws.reserve(c, m, m_out);  // host side: slots, rows, runs, logits
+    // Host side, only what the GPU path uses (the CPU's activation buffers stay empty): the rows'
+    // slots and attention rows, the logits rows' sequences and positions, the logits.
+    auto grow_host = [](auto& v, int64_t n) {
+        if (int64_t(v.size()) < n) v.resize(size_t(n));
+    };
+    grow_host(ws.slots, m), grow_host(ws.attn_rows, m), grow_host(ws.out_seq, m_out), grow_host(ws.out_pos, m_out);
+    grow_host(ws.logits, m_out * c.n_vocab);
+    ws.n_vocab = c.n_vocab;
     ws.n_logit_rows = m_out;
     if (!ws.gpu) ws.gpu = std::make_shared<GpuWorkspace>();
     GpuWorkspace& gw = *ws.gpu;
