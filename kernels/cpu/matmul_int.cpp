@@ -99,28 +99,27 @@ struct IntQ8_0 {
     }
 };
 
-// Block b's scale d of 4 weight rows as 4 lanes, and the 2 bytes after it (Q4_1's mn; codes, unused,
-// for the others) as 4 more. Each row's 4 bytes go into a register of their own and are joined by
-// unpacks (a store read back as one vector would stall store forwarding).
+// Block b's f16 scale d of 4 weight rows and the 2 bytes after it (Q4_1's mn; codes, unused, for
+// the others), as f32 lanes (d0 m0 d1 m1 | d2 m2 d3 m3). Each row's 4 bytes go into a register of
+// their own and are joined by unpacks (a store read back as one vector would stall store forwarding).
 template <class Dec>
-inline void scales4(const uint8_t* const* w, int64_t b, __m128& d, __m128& mn) {
+inline __m256 scales4(const uint8_t* const* w, int64_t b) {
     __m128i f[4];
     for (int r = 0; r < 4; r++) {
         int32_t v;
         std::memcpy(&v, w[r] + size_t(b) * Dec::kBlockBytes + Dec::kScaleOffset, sizeof(v));
         f[r] = _mm_cvtsi32_si128(v);
     }
-    const __m256 dm = _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_unpacklo_epi32(f[0], f[1]), _mm_unpacklo_epi32(f[2], f[3])));
-    const __m128 lo = _mm256_castps256_ps128(dm), hi = _mm256_extractf128_ps(dm, 1);  // d0 m0 d1 m1 | d2 m2 d3 m3
-    d = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-    mn = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+    return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_unpacklo_epi32(f[0], f[1]), _mm_unpacklo_epi32(f[2], f[3])));
 }
 
-// 4 int32 vectors p0..p3 -> one vector whose lanes r and r + 4 together hold the sum of p_r's lanes.
+// 4 int32 vectors p0..p3 -> one vector with lanes (0 1 0 1 | 2 3 2 3): the two lanes marked r
+// together hold the sum of p_r's lanes. That is the layout of the scales above with each d
+// repeated in place of its m (one in-lane permute), so no lane-crossing shuffle of scales is needed.
 inline __m256i fold4(const __m256i* p) {
     const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
     const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
-    return _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
 }
 
 // One row of X as the kernels read it.
@@ -133,39 +132,41 @@ struct XRow {
 // The 4 rows of a group lie one after another in memory, and the next group follows them: while a
 // group is read, the next one is prefetched at the same pace (4 blocks a step), one group ahead.
 // 4 weight rows w[0..4) (the next group's bytes at next) times M rows of X into y[i * y_stride + r], one block of every row at a
-// time: the 4 rows' integer dot products with X's block fold into one vector (lanes r and r + 4 hold
-// row r's), converted once and scaled by d_w * d_x lane by lane; Q4_1's mn * sum_x goes to a 4-lane
-// accumulator of its own, and the two halves and it are added at the end. The rows ride in lanes,
+// time: the 4 rows' integer dot products with X's block fold into one vector (two lanes per row, as
+// fold4 lays them out), converted once and scaled by d_w * d_x lane by lane; Q4_1's mn * sum_x goes
+// to an accumulator of its own (its odd lanes, as scales4 lays the mn out), and a row's two lanes
+// and its mn lane are added at the end. The rows ride in lanes,
 // so a row has no tail of blocks and no horizontal sum of its own (SmolLM2's rows are 18 blocks
 // long), and each block of X, loaded once, serves 4 rows. Every (weight row, X row) pair takes the
 // same operations in the same order whatever its group and M are.
 template <class Dec, int M>
 inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, int64_t nb, float* y, int64_t y_stride) {
-    __m256 acc[M];
-    __m128 macc[M];
-    for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps(), macc[i] = _mm_setzero_ps();
+    __m256 acc[M], macc[M];
+    for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps(), macc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         Codes wq[4];
         for (int r = 0; r < 4; r++) {
             _mm_prefetch(reinterpret_cast<const char*>(next) + size_t(4 * b + r) * Dec::kBlockBytes, _MM_HINT_T0);
             wq[r] = Dec::decode(w[r], b);
         }
-        __m128 d, mn;
-        scales4<Dec>(w, b, d, mn);
+        const __m256 dm = scales4<Dec>(w, b);                                     // d0 m0 d1 m1 | d2 m2 d3 m3
+        const __m256 d = _mm256_permute_ps(dm, _MM_SHUFFLE(2, 0, 2, 0));          // d0 d1 d0 d1 | d2 d3 d2 d3
         for (int i = 0; i < M; i++) {
             const __m256i* q = reinterpret_cast<const __m256i*>(x[i].q + b * 32);
             const __m256i q0 = _mm256_load_si256(q), q1 = _mm256_load_si256(q + 1);
             __m256i p[4];
             for (int r = 0; r < 4; r++)
                 p[r] = simd::dot_add_i16(simd::dot_add_i16(_mm256_setzero_si256(), wq[r].lo, q0), wq[r].hi, q1);
-            const __m128 s = _mm_mul_ps(d, _mm_broadcast_ss(x[i].d + b));
-            acc[i] = _mm256_fmadd_ps(_mm256_set_m128(s, s), _mm256_cvtepi32_ps(fold4(p)), acc[i]);
-            if constexpr (Dec::kUsesSum) macc[i] = _mm_fmadd_ps(mn, _mm_broadcast_ss(x[i].sum + b), macc[i]);
+            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_broadcast_ss(x[i].d + b)), _mm256_cvtepi32_ps(fold4(p)), acc[i]);
+            if constexpr (Dec::kUsesSum) macc[i] = _mm256_fmadd_ps(dm, _mm256_broadcast_ss(x[i].sum + b), macc[i]);  // odd lanes
         }
     }
     for (int i = 0; i < M; i++) {
-        const __m128 halves = _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1));
-        _mm_storeu_ps(y + i * y_stride, _mm_add_ps(halves, macc[i]));
+        // Row r: its two lanes of acc, plus lane 2r + 1 of macc (mn * sum_x) for Q4_1.
+        __m256 t = _mm256_add_ps(acc[i], _mm256_permute_ps(acc[i], _MM_SHUFFLE(1, 0, 3, 2)));  // r0 r1 . . | r2 r3 . .
+        if constexpr (Dec::kUsesSum) t = _mm256_add_ps(t, _mm256_permute_ps(macc[i], _MM_SHUFFLE(3, 1, 3, 1)));
+        const __m128 lo = _mm256_castps256_ps128(t), hi = _mm256_extractf128_ps(t, 1);
+        _mm_storeu_ps(y + i * y_stride, _mm_movelh_ps(lo, hi));
     }
 }
 
