@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -222,6 +224,44 @@ TEST(CliBench, BadInputGivesOneLineAndNonZeroExit) {
 
 // The CPU performance issue's memory budget: the weights are mapped, not copied, so the whole
 // process stays within the weights + the KV cache + 64 MiB, prefill of 512 tokens included.
+// --probe-now: the bound comes from two probes run in this bench, before and after the tests, the
+// faster read taken; not from the saved file (which stays as it was). The probes run in child
+// processes, so their 1 GiB buffer is not in the bench's peak memory.
+TEST(CliBench, ProbeNowMeasuresTheCeilingsInTheRun) {
+    if (ridge::test::kSanitized) GTEST_SKIP() << "two 1 GiB probes under AddressSanitizer take minutes";
+    const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
+    std::string saved;
+    {
+        std::ifstream in(probe);
+        saved.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const RunResult r = ridge({"bench", "-m", kStories, "-t", "2", "-p", "0", "-n", "4", "-r", "1", "--json", "--probe-now"},
+                              {{"RIDGE_PROBE_FILE", probe}});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    const auto& c = j["ceilings"];
+    const std::string path = c["path"];
+    double before = 0, after = 0;
+    ASSERT_EQ(std::sscanf(path.c_str(), "measured in this run: %lf GB/s before the tests, %lf after", &before, &after), 2)
+        << path;
+    EXPECT_GT(before, 0.0);
+    EXPECT_GT(after, 0.0);
+    const double bw = c["bandwidth_gbs"];
+    EXPECT_NEAR(bw, std::max(before, after), 0.006) << path;  // printed to 2 decimals
+    EXPECT_NE(c["measured_at"], "2026-01-02T03:04:05Z");       // not the file's
+    EXPECT_EQ(c["threads"], 2);
+
+    const auto& t = j["tests"][0];
+    expect_rel(t["bound_tokens_per_second"], bw * 1e9 / t["per_token"]["bytes"].get<double>(), 1e-12,
+               "decode bound = measured bw ÷ bytes");
+    expect_rel(t["percent_of_bound"], 100.0 * t["tokens_per_second"]["median"].get<double>() /
+                                          t["bound_tokens_per_second"].get<double>(), 1e-12, "% of bound");
+    EXPECT_LT(j["peak_rss_bytes"].get<double>(), 512.0 * 1024 * 1024);  // the probes' buffers are elsewhere
+
+    std::ifstream in(probe);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), saved) << "the saved probe file was rewritten";
+}
+
 TEST(CliBench, PeakMemoryIsTheMappedWeightsPlusKVCachePlus64MiB) {
     if (ridge::test::kSanitized) GTEST_SKIP() << "AddressSanitizer's shadow memory is not the engine's";
     const std::string smol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";

@@ -3,19 +3,32 @@
 // spread), FLOPs and bytes per token from the counters, achieved GB/s and GFLOP/s, arithmetic
 // intensity and the share of the roofline bound reached. A Markdown table, or one JSON document
 // (fields: README "ridge bench --json fields").
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
 #include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/bench.h"
+#include "engine/ceilings.h"
 #include "engine/model.h"
 #include "tools/bench_args.h"
 #include "tools/commands.h"
+#include "weights/error.h"
 #include "weights/model_file.h"
 #include "weights/model_stats.h"
+
+extern char** environ;  // POSIX: this process's environment, for the probe's child
 
 namespace ridge::cli {
 
@@ -25,7 +38,45 @@ struct BenchCommand {
     BenchArgs args;
     bool json = false;
     bool no_count = false;
+    bool probe_now = false;
 };
+
+// `ridge probe -t threads` in a child process (this program, run again), its table to /dev/null
+// and its JSON to a temporary file: its 1 GiB buffer stays out of this process's peak memory.
+Ceilings probe_in_child(int threads) {
+    char file[] = "/tmp/ridge-probe-XXXXXX";
+    const int fd = mkstemp(file);
+    if (fd < 0) throw Error(std::string("bench: --probe-now: cannot create a temporary file: ") + std::strerror(errno));
+    close(fd);
+    const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string(), t = std::to_string(threads);
+    const char* argv[] = {exe.c_str(), "probe", "-t", t.c_str(), "-o", file, nullptr};
+    posix_spawn_file_actions_t io;
+    posix_spawn_file_actions_init(&io);
+    posix_spawn_file_actions_addopen(&io, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int status = 0;
+    const int err = posix_spawn(&pid, exe.c_str(), &io, nullptr, const_cast<char* const*>(argv), environ);
+    posix_spawn_file_actions_destroy(&io);
+    if (err == 0) waitpid(pid, &status, 0);
+    std::optional<Ceilings> c;
+    if (err == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) c = load_ceilings(file);
+    std::remove(file);
+    if (!c) throw Error("bench: --probe-now: `" + exe + " probe` failed");
+    return *c;
+}
+
+// --probe-now: the ceilings measured in this run, before and after the timed tests (the machine
+// drifts: a shared one's bandwidth can move by half between a saved probe and a bench). The probe
+// that read faster gives the bound: the stricter of the two, never the flattering one.
+Ceilings probe_around(int threads, const Ceilings& before, const Ceilings& after) {
+    Ceilings c = before.bandwidth_gbs >= after.bandwidth_gbs ? before : after;
+    char path[160];
+    std::snprintf(path, sizeof path, "measured in this run: %.2f GB/s before the tests, %.2f after, the higher taken",
+                  before.bandwidth_gbs, after.bandwidth_gbs);
+    c.path = path;
+    c.threads = threads;
+    return c;
+}
 
 nlohmann::ordered_json test_json(const BenchTest& t) {
     const PhaseReport& r = t.report;
@@ -81,8 +132,19 @@ void run(BenchCommand& cmd) {
     a.model.place(model);
     const ModelStats stats = compute_stats(*file);
     const Config& c = model.config;
-    const Ceilings ceil = machine_ceilings(threads, a.model.on_gpu());  // saved, or measured now (a note on stderr)
-    const BenchResult res = run_bench(model, a.opt, &ceil);
+    Ceilings ceil;
+    BenchResult res;
+    if (cmd.probe_now) {
+        if (a.model.on_gpu()) throw Error("bench: --probe-now measures the CPU; for the GPU run `ridge probe --device cuda`");
+        const Ceilings before = probe_in_child(threads);
+        res = run_bench(model, a.opt, nullptr);
+        ceil = probe_around(threads, before, probe_in_child(threads));
+        for (BenchTest& t : res.tests)
+            t.report = phase_report(t.counters.total().cost, t.counted_tokens, t.tokens_per_second.median, &ceil);
+    } else {
+        ceil = machine_ceilings(threads, a.model.on_gpu());  // saved, or measured now (a note on stderr)
+        res = run_bench(model, a.opt, &ceil);
+    }
 
     if (cmd.json) {
         nlohmann::ordered_json j;
@@ -152,6 +214,9 @@ void register_bench(CLI::App& app) {
     sub->add_flag("--json", cmd->json, "print one JSON document (README: ridge bench --json fields)");
     sub->add_flag("--no-count", cmd->no_count,
                   "timed runs without counters (measures what counting costs; costs come from the warm-up)");
+    sub->add_flag("--probe-now", cmd->probe_now,
+                  "measure the CPU's ceilings in this run, before and after the tests (about 5 s each), and take "
+                  "the bound from the faster read, instead of the saved `ridge probe` file");
     sub->callback([cmd] { run(*cmd); });
 }
 
