@@ -1,7 +1,9 @@
 // v6_packed (see matmul.h): prefill as a hand-written GEMM, Y (m, n) = X (m, k) . W^T.
 //
 //   X is packed once per call into panels of kMr = 6 rows, column by column (xp[c*6 + r]).
-//   OpenMP splits W into panels of kNr = 16 rows; each is dequantized once, packed the same way
+//   OpenMP hands out W's panels of kNr = 16 rows one at a time, as threads come free (a static
+//   split left the quicker core of a shared machine waiting: 5-9% slower in bench_matmul, F16,
+//   SmolLM2's shapes, m = 512); each panel is dequantized once, packed the same way
 //   (wp[c*16 + j]) and multiplied by every X panel with a 6 x 16 register tile: per column c, two
 //   vectors of 8 weights, six broadcast activations, twelve FMAs into twelve accumulators (the 12
 //   independent chains keep both FMA units busy through their latency).
@@ -90,7 +92,7 @@ Cost matmul_v6_packed(const TensorView& W, const float* X, int64_t m, float* Y) 
         // (the implicit barrier: every X panel is packed before any tile reads it)
         std::vector<float> w_rows(W.type == DType::F32 ? 0 : size_t(kNr * k));  // (kNr, k) dequantized
         std::vector<float> wp(size_t(kNr * k));                                  // (k, kNr) packed
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
         for (int64_t q = 0; q < w_panels; q++) {
             const int64_t j0 = q * kNr, rows = std::min<int64_t>(kNr, n - j0);
             const float* w = reinterpret_cast<const float*>(W.row(j0));
