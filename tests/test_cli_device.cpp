@@ -49,6 +49,10 @@ TEST(CliDevice, UnknownDevicesAndMisplacedFlagsAreRefused) {
     r = ridge({"bench", "-m", kStories, "-p", "4", "-n", "1", "-r", "1", "--no-graph"});
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("--no-graph is for --device cuda"), std::string::npos) << r.err;
+    // --probe-now probes the CPU: refused for the GPU before anything is loaded, in any build.
+    r = ridge({"bench", "-m", kStories, "-p", "4", "-n", "1", "-r", "1", "--device", "cuda", "--probe-now"});
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("--probe-now measures the CPU"), std::string::npos) << r.err;
 }
 
 TEST(CliDevice, ExplainPlansTheGpuPathAgainstTheGpuProbe) {

@@ -57,24 +57,30 @@ Ceilings probe_in_child(int threads) {
     int status = 0;
     const int err = posix_spawn(&pid, exe.c_str(), &io, nullptr, const_cast<char* const*>(argv), environ);
     posix_spawn_file_actions_destroy(&io);
-    if (err == 0) waitpid(pid, &status, 0);
+    if (err != 0) {
+        std::remove(file);
+        throw Error("bench: --probe-now: cannot start `" + exe + " probe`: " + std::strerror(err));
+    }
+    waitpid(pid, &status, 0);
     std::optional<Ceilings> c;
-    if (err == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) c = load_ceilings(file);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) c = load_ceilings(file);
     std::remove(file);
-    if (!c) throw Error("bench: --probe-now: `" + exe + " probe` failed");
+    if (!c)
+        throw Error("bench: --probe-now: `" + exe + " probe -t " + t + "` " +
+                    (WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                       : std::string("was killed")) + " (its error is above)");
     return *c;
 }
 
 // --probe-now: the ceilings measured in this run, before and after the timed tests (the machine
 // drifts: a shared one's bandwidth can move by half between a saved probe and a bench). The probe
 // that read faster gives the bound: the stricter of the two, never the flattering one.
-Ceilings probe_around(int threads, const Ceilings& before, const Ceilings& after) {
+Ceilings probe_around(const Ceilings& before, const Ceilings& after) {
     Ceilings c = before.bandwidth_gbs >= after.bandwidth_gbs ? before : after;
     char path[160];
     std::snprintf(path, sizeof path, "measured in this run: %.2f GB/s before the tests, %.2f after, the higher taken",
                   before.bandwidth_gbs, after.bandwidth_gbs);
     c.path = path;
-    c.threads = threads;
     return c;
 }
 
@@ -126,6 +132,8 @@ nlohmann::ordered_json test_json(const BenchTest& t) {
 void run(BenchCommand& cmd) {
     BenchArgs& a = cmd.args;
     const int threads = a.check_and_apply();
+    if (cmd.probe_now && a.model.on_gpu())
+        throw Error("bench: --probe-now measures the CPU; for the GPU run `ridge probe --device cuda` first");
     a.opt.count = !cmd.no_count;
     const std::unique_ptr<ModelFile> file = a.model.open();
     Model model = Model::from_file(*file);
@@ -135,10 +143,9 @@ void run(BenchCommand& cmd) {
     Ceilings ceil;
     BenchResult res;
     if (cmd.probe_now) {
-        if (a.model.on_gpu()) throw Error("bench: --probe-now measures the CPU; for the GPU run `ridge probe --device cuda`");
         const Ceilings before = probe_in_child(threads);
         res = run_bench(model, a.opt, nullptr);
-        ceil = probe_around(threads, before, probe_in_child(threads));
+        ceil = probe_around(before, probe_in_child(threads));
         for (BenchTest& t : res.tests)
             t.report = phase_report(t.counters.total().cost, t.counted_tokens, t.tokens_per_second.median, &ceil);
     } else {
