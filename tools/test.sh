@@ -3,7 +3,8 @@
 # Needs the set-up of tools/setup.sh (dependencies and the default model) done once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+bash tools/testdata.sh >/dev/null  # the shared test data is there, or a one-line error before any build
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${RIDGE_TESTDATA_DIR:+-DRIDGE_TESTDATA_DIR="$RIDGE_TESTDATA_DIR"} >/dev/null
 cmake --build build -j"$(nproc)"
 # ctest -j runs two suites at once on two cores: with passive OpenMP waiting a thread whose partner
 # was descheduled sleeps instead of spinning away the core that partner needs (170 s -> 3 s).
