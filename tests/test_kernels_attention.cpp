@@ -36,7 +36,8 @@ using AttnFn = cpu::AttentionCost (*)(const float*, const cpu::AttentionRow*, in
                              const cpu::AttentionShape&, float*);
 const std::vector<std::pair<std::string, AttnFn>> kVariants = {
     {"v0_scalar", cpu::attention_v0_scalar}, {"v1_omp", cpu::attention_v1_omp},
-    {"v2_blocked", cpu::attention_v2_blocked}, {"v3_split", cpu::attention_v3_split}};  // one-row cases are a chunk of one
+    {"v2_blocked", cpu::attention_v2_blocked}, {"v3_split", cpu::attention_v3_split},
+    {"v4_tiled", cpu::attention_v4_tiled}};  // one-row cases are a chunk of one
 
 TEST(Attention, OneKeyGivesItsValue) {
     for (DType t : {DType::F32, DType::F16}) {
@@ -167,7 +168,7 @@ void paged_matches_dense(const cpu::AttentionShape& s, int block_size) {
             for (int c = 0; c < q_dim; c++) want[i * q_dim + c] = float(ref[c]);
         }
         for (auto& [name, fn] : kVariants) {
-            if (name == "v2_blocked") {  // these rows are not one chunk
+            if (name == "v2_blocked" || name == "v4_tiled") {  // these rows are not one chunk
                 std::vector<float> got(size_t(m * q_dim));
                 EXPECT_THROW(fn(q.data(), rows.data(), m, pool.layer, s, got.data()), Error);
                 continue;
@@ -206,12 +207,14 @@ TEST(Attention, PagedMatchesDenseOnRandomSequences) {
 }
 
 // A prefill chunk: positions first .. len-1 of one sequence in shuffled blocks, 72 rows (two of
-// v2's 64-row blocks), SmolLM2's heads; v2 against the dense reference, and attention() picks it.
+// v2's and v4's 64-row blocks); v2 and v4 against the dense reference, and attention() picks v4.
+// Shapes: SmolLM2's heads, and head_dim 24 in groups of 2 (v4's partial last panel of values, and
+// stacked row counts that are not a multiple of its 6-row tiles); 75 keys, not whole 16-key panels.
 TEST(Attention, BlockedChunkMatchesDense) {
-    const cpu::AttentionShape s{9, 3, 64};
-    const int kv_dim = s.n_kv_heads * s.head_dim, q_dim = s.n_heads * s.head_dim;
     const int block_size = 4, n_blocks = 20, len = 75, first = 3;
+    for (const cpu::AttentionShape s : {cpu::AttentionShape{9, 3, 64}, cpu::AttentionShape{6, 3, 24}})
     for (DType t : {DType::F32, DType::F16}) {
+        const int kv_dim = s.n_kv_heads * s.head_dim, q_dim = s.n_heads * s.head_dim;
         Pool pool(t, n_blocks, block_size, kv_dim);
         std::vector<int32_t> table(n_blocks);
         std::iota(table.begin(), table.end(), 0);
@@ -233,24 +236,38 @@ TEST(Attention, BlockedChunkMatchesDense) {
             const auto ref = dense_attention(q.data() + i * q_dim, K, V, rows[size_t(i)].n_keys, s);
             for (int c = 0; c < q_dim; c++) want[size_t(i * q_dim + c)] = float(ref[size_t(c)]);
         }
-        std::vector<float> got(want.size(), -99.0f), picked(want.size(), -99.0f);
-        const cpu::AttentionCost c = cpu::attention_v2_blocked(q.data(), rows.data(), m, pool.layer, s, got.data());
-        expect_close(got.data(), want.data(), got.size(), 1e-5, 1e-4, t == DType::F16 ? "v2 f16" : "v2 f32");
         double n_keys = 0;
         for (const auto& r : rows) n_keys += r.n_keys;
-        EXPECT_DOUBLE_EQ(c.total().flops, s.n_heads * n_keys * (4.0 * s.head_dim + 4));
-        // Each of the 75 positions' keys (and values) read once for the whole chunk, not once a row.
-        const double position_bytes = double(kv_dim) * (t == DType::F16 ? 2 : 4);
-        EXPECT_DOUBLE_EQ(c.scores.kv_read, len * position_bytes);
-        EXPECT_DOUBLE_EQ(c.mix.kv_read, len * position_bytes);
+        const std::string what = std::string(t == DType::F16 ? "f16" : "f32") + ", head_dim " + std::to_string(s.head_dim);
+        std::vector<float> v4_out;
+        for (auto [name, fn] : {std::pair<std::string, AttnFn>{"v2", cpu::attention_v2_blocked},
+                                std::pair<std::string, AttnFn>{"v4", cpu::attention_v4_tiled}}) {
+            std::vector<float> got(want.size(), -99.0f);
+            const cpu::AttentionCost c = fn(q.data(), rows.data(), m, pool.layer, s, got.data());
+            expect_close(got.data(), want.data(), got.size(), 1e-5, 1e-4, (name + (", " + what)).c_str());
+            EXPECT_DOUBLE_EQ(c.total().flops, s.n_heads * n_keys * (4.0 * s.head_dim + 4)) << name;
+            // Each of the 75 positions' keys (and values) read once for the whole chunk, not once a row.
+            const double position_bytes = double(kv_dim) * (t == DType::F16 ? 2 : 4);
+            EXPECT_DOUBLE_EQ(c.scores.kv_read, len * position_bytes) << name;
+            EXPECT_DOUBLE_EQ(c.mix.kv_read, len * position_bytes) << name;
+            v4_out = got;
+        }
+        std::vector<float> picked(want.size(), -99.0f);
         cpu::attention(q.data(), rows.data(), m, pool.layer, s, picked.data());
-        EXPECT_EQ(picked, got);
+        EXPECT_EQ(picked, v4_out) << what;
     }
     // Not a chunk: a gap in the positions, or two block tables.
     const int32_t t1[2] = {0, 1}, t2[2] = {0, 1};
     const cpu::AttentionRow gap[2] = {{t1, 3}, {t1, 5}}, two[2] = {{t1, 3}, {t2, 4}};
     EXPECT_FALSE(cpu::attention_v2_applies(gap, 2));
     EXPECT_FALSE(cpu::attention_v2_applies(two, 2));
+    Pool pool(DType::F32, 2, 4, 2);
+    const float q[4] = {1, 2, 3, 4};
+    float out[4];
+    for (AttnFn fn : {cpu::attention_v2_blocked, cpu::attention_v4_tiled}) {
+        EXPECT_THROW(fn(q, gap, 2, pool.layer, {1, 1, 2}, out), Error);
+        EXPECT_THROW(fn(q, two, 2, pool.layer, {1, 1, 2}, out), Error);
+    }
 }
 
 TEST(Attention, StoreRejectsSlotOutsideTheCache) {

@@ -69,6 +69,65 @@ void check_rows(const AttentionRow* rows, int64_t m, const KVLayer& kv) {
                         " keys or no block table");
 }
 
+// ---- v4's GEMM: C (m, n) = A (m, k) . B (k, n) with B packed in panels of 16 columns ----
+// B's panel p is a (k, 16) row-major block at Bp + p * panel_stride, zeros past n: one cache line
+// per row and one stream per panel (B read in place with a stride of 2^j bytes would map its rows
+// onto a few L1 sets). A and C are row-major with strides lda and ldc, A read in place. 6 x 16
+// register tiles (as matmul_packed.cpp's v6): per c, two vectors of 8 from the panel, six
+// broadcasts from A's rows, twelve FMAs; each element of C one FMA chain over c in order. One
+// thread: attention's tasks are already parallel.
+constexpr int kTileM = 6, kTileN = 16;
+
+// The tile of C at c whose A rows are a[0..6): rows [0, rows) x columns [0, cols) are written.
+inline void gemm_tile(const float* const* a, const float* b, int64_t k, float* c, int64_t ldc, int rows, int cols) {
+#if RIDGE_CPU_SIMD
+    __m256 acc[kTileM][2];
+    for (int r = 0; r < kTileM; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t e = 0; e < k; e++) {
+        const __m256 w0 = _mm256_loadu_ps(b + e * kTileN), w1 = _mm256_loadu_ps(b + e * kTileN + 8);
+        for (int r = 0; r < kTileM; r++) {
+            const __m256 x = _mm256_broadcast_ss(a[r] + e);
+            acc[r][0] = _mm256_fmadd_ps(x, w0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(x, w1, acc[r][1]);
+        }
+    }
+    if (rows == kTileM && cols == kTileN) {
+        for (int r = 0; r < kTileM; r++) {
+            _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+            _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+        }
+        return;
+    }
+    float out[kTileM][kTileN];  // fixed indices keep acc in registers (see matmul_packed.cpp)
+    for (int r = 0; r < kTileM; r++) {
+        _mm256_storeu_ps(out[r], acc[r][0]);
+        _mm256_storeu_ps(out[r] + 8, acc[r][1]);
+    }
+    for (int r = 0; r < rows; r++) std::copy(out[r], out[r] + cols, c + r * ldc);
+#else
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) {
+            float acc = 0.0f;
+            for (int64_t e = 0; e < k; e++) acc = std::fma(a[r][e], b[e * kTileN + j], acc);
+            c[r * ldc + j] = acc;
+        }
+#endif
+}
+
+void gemm_panels(const float* A, int64_t lda, const float* Bp, int64_t panel_stride, float* C, int64_t ldc, int64_t m,
+                 int64_t n, int64_t k) {
+    for (int64_t j0 = 0; j0 < n; j0 += kTileN) {
+        const float* b = Bp + (j0 / kTileN) * panel_stride;
+        const int cols = int(std::min<int64_t>(kTileN, n - j0));
+        for (int64_t i0 = 0; i0 < m; i0 += kTileM) {
+            const int rows = int(std::min<int64_t>(kTileM, m - i0));
+            const float* a[kTileM];
+            for (int r = 0; r < kTileM; r++) a[r] = A + (i0 + std::min(r, rows - 1)) * lda;  // short tile: repeats
+            gemm_tile(a, b, k, C + i0 * ldc + j0, ldc, rows, cols);
+        }
+    }
+}
+
 }  // namespace
 
 Cost kv_store_cost(int64_t m, int kv_dim, DType kv_type) {
@@ -410,12 +469,19 @@ bool attention_v2_applies(const AttentionRow* rows, int64_t m) {
     return m >= 1;
 }
 
-AttentionCost attention_v2_blocked(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
-                                   const AttentionShape& s, float* out) {
+namespace {
+// v2's and v4's preconditions: a valid shape and rows, and the rows one chunk of one sequence.
+void check_chunk(const AttentionRow* rows, int64_t m, const KVLayer& kv, const AttentionShape& s, const char* who) {
     check_shape(kv, s);
     check_rows(rows, m, kv);
     if (!attention_v2_applies(rows, m))
-        throw Error("attention_v2_blocked: the rows are not consecutive positions of one sequence");
+        throw Error(std::string(who) + ": the rows are not consecutive positions of one sequence");
+}
+}  // namespace
+
+AttentionCost attention_v2_blocked(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                                   const AttentionShape& s, float* out) {
+    check_chunk(rows, m, kv, s, "attention_v2_blocked");
     using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using Strided = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;
     constexpr int64_t kRowBlock = 64;  // query rows per GEMM
@@ -462,6 +528,80 @@ AttentionCost attention_v2_blocked(const float* q, const AttentionRow* rows, int
             Eigen::Map<RowMajor, 0, Eigen::OuterStride<>> O(out + i0 * q_dim + int64_t(h) * hd, rb, hd,
                                                             Eigen::OuterStride<>(q_dim));
             O.noalias() = S * V;
+        }
+    }
+    return attention_blocked_cost(m, rows[0].n_keys, kv.kv_dim, kv.type, s);
+}
+
+AttentionCost attention_v4_tiled(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
+                                 const AttentionShape& s, float* out) {
+    check_chunk(rows, m, kv, s, "attention_v4_tiled");
+    constexpr int64_t kRowBlock = 64;  // query rows per task (times the group's heads)
+    const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, q_dim = s.n_heads * hd;
+    const int32_t nk = rows[m - 1].n_keys;               // keys the last row sees
+    const int64_t ldk = (int64_t(nk) + kTileN - 1) / kTileN * kTileN;  // keys rounded up to whole panels
+    const float scale = 1.0f / std::sqrt(float(hd));
+
+    // Per KV head, in panels of 16 (gemm_panels' B): its keys transposed, panel p holding keys
+    // 16p .. 16p + 15 as (head_dim, 16), zeros past nk; and its values, panel p holding dimensions
+    // 16p .. 16p + 15 of every key as (nk, 16), zeros past head_dim.
+    const int64_t v_panels = (hd + kTileN - 1) / kTileN;
+    std::vector<float> keys_p(size_t(s.n_kv_heads) * hd * ldk, 0.0f);
+    std::vector<float> values_p(size_t(s.n_kv_heads * v_panels) * nk * kTileN, 0.0f);
+#pragma omp parallel if (double(nk) * kv.kv_dim >= kParallelMinWork)
+    {
+        std::vector<float> kv_row(static_cast<size_t>(hd));
+#pragma omp for schedule(static)
+        for (int32_t j = 0; j < nk; j++) {
+            const int64_t slot = kv_slot(rows[0].block_table, j, kv.block_size);
+            for (int g = 0; g < s.n_kv_heads; g++) {
+                load_kv(kv.k, kv.type, slot, kv.kv_dim, g * hd, hd, kv_row.data());
+                float* kp = keys_p.data() + (int64_t(g) * ldk + j / kTileN * kTileN) * hd + j % kTileN;
+                for (int c = 0; c < hd; c++) kp[c * kTileN] = kv_row[size_t(c)];
+                load_kv(kv.v, kv.type, slot, kv.kv_dim, g * hd, hd, kv_row.data());
+                float* vp = values_p.data() + (int64_t(g) * v_panels * nk + j) * kTileN;
+                for (int c = 0; c < hd; c++) vp[c / kTileN * nk * kTileN + c % kTileN] = kv_row[size_t(c)];
+            }
+        }
+    }
+
+    // A task: a block of query rows and one KV head, the group's query heads stacked head-major into
+    // one (group * rb, head_dim) matrix, so both GEMMs run on all of them at once.
+    const int64_t row_blocks = (m + kRowBlock - 1) / kRowBlock;
+    const int64_t n_tasks = row_blocks * s.n_kv_heads;
+#pragma omp parallel if (n_tasks > 1)
+    {
+        std::vector<float> qs(size_t(group * kRowBlock * hd)), os(qs.size());  // stacked queries, outputs
+        std::vector<float> scores(size_t(group * kRowBlock * ldk));            // (stacked rows, keys)
+#pragma omp for schedule(dynamic)
+        for (int64_t task = 0; task < n_tasks; task++) {
+            const int g = int(task % s.n_kv_heads);
+            const int64_t i0 = (task / s.n_kv_heads) * kRowBlock, rb = std::min(kRowBlock, m - i0), sr = group * rb;
+            const int32_t keys_b = rows[i0 + rb - 1].n_keys;                     // keys the block's last row sees
+            const int64_t cols = (int64_t(keys_b) + kTileN - 1) / kTileN * kTileN;  // S's columns, whole panels
+            for (int hh = 0; hh < group; hh++)
+                for (int64_t r = 0; r < rb; r++) {
+                    const float* src = q + (i0 + r) * q_dim + int64_t(g * group + hh) * hd;
+                    std::copy(src, src + hd, qs.data() + (hh * rb + r) * hd);
+                }
+            const float* keys_g = keys_p.data() + int64_t(g) * ldk * hd;
+            gemm_panels(qs.data(), hd, keys_g, kTileN * hd, scores.data(), cols, sr, cols, hd);
+            // Stacked row hh * rb + r is query row i0 + r: a scaled softmax over the keys it sees,
+            // zeros past them.
+            for (int64_t t = 0; t < sr; t++) {
+                float* row = scores.data() + t * cols;
+                const int32_t n = rows[i0 + t % rb].n_keys;
+                for (int32_t j = 0; j < n; j++) row[j] *= scale;
+                softmax_v1(row, n);
+                std::fill(row + n, row + keys_b, 0.0f);
+            }
+            const float* values_g = values_p.data() + int64_t(g) * v_panels * nk * kTileN;
+            gemm_panels(scores.data(), cols, values_g, nk * kTileN, os.data(), hd, sr, hd, keys_b);
+            for (int hh = 0; hh < group; hh++)
+                for (int64_t r = 0; r < rb; r++) {
+                    const float* src = os.data() + (hh * rb + r) * hd;
+                    std::copy(src, src + hd, out + (i0 + r) * q_dim + int64_t(g * group + hh) * hd);
+                }
         }
     }
     return attention_blocked_cost(m, rows[0].n_keys, kv.kv_dim, kv.type, s);
