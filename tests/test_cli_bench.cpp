@@ -56,6 +56,7 @@ TEST(CliBench, JsonHoldsEveryFieldWithSaneValues) {
     EXPECT_EQ(j["kv_type"], "f32");
     EXPECT_EQ(j["counting"], true);
     EXPECT_GT(j["peak_rss_bytes"].get<double>(), 1e6);  // at least the program and the model
+    EXPECT_EQ(j["weights_huge_page_bytes"].get<double>(), 0.0);  // a 1 MB file has no 2 MiB page
 
     // The ceilings, as the file has them.
     const auto& c = j["ceilings"];
@@ -278,6 +279,11 @@ TEST(CliBench, PeakMemoryIsTheMappedWeightsPlusKVCachePlus64MiB) {
     const double rss = j["peak_rss_bytes"].get<double>();
     EXPECT_LE(rss, weights + kv + 64.0 * 1024 * 1024) << "peak RSS " << rss / 1048576 << " MiB";
     EXPECT_GE(rss, 0.5 * weights);  // the weights really were read (and counted once)
+    // How much of the file the kernel mapped in 2 MiB pages is its choice (weights/mapped_file.cpp);
+    // whole pages, and no more than the file.
+    const double huge = j["weights_huge_page_bytes"].get<double>(), page = 2.0 * 1024 * 1024;
+    EXPECT_LE(huge, weights + page);
+    EXPECT_EQ(std::fmod(huge, page), 0.0) << huge;
 }
 
 }  // namespace

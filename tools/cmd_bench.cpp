@@ -153,6 +153,7 @@ void run(BenchCommand& cmd) {
         res = run_bench(model, a.opt, &ceil);
     }
 
+    const double huge_bytes = double(file->huge_page_bytes());  // after the tests: what they read through
     if (cmd.json) {
         nlohmann::ordered_json j;
         j["model"] = model_json(file->path(), model.config, stats);
@@ -166,6 +167,7 @@ void run(BenchCommand& cmd) {
         j["exact"] = model.exact;
         j["ceilings"] = ceilings_json(ceil);
         j["peak_rss_bytes"] = res.peak_rss_bytes;
+        j["weights_huge_page_bytes"] = huge_bytes;
         nlohmann::ordered_json tests = nlohmann::ordered_json::array();
         for (const BenchTest& t : res.tests) tests.push_back(test_json(t));
         j["tests"] = tests;
@@ -208,7 +210,8 @@ void run(BenchCommand& cmd) {
                 ceil.bandwidth_gbs, ceil.peak_gflops(), ceil.device == "cuda" ? "peak" : "FMA peak", ceil.ridge_point(),
                 ceil_of.c_str(), ceil.path.c_str(),
                 ceil.measured_at.empty() ? "" : (", measured " + ceil.measured_at).c_str());
-    std::printf("peak resident memory: %sB\n", si(res.peak_rss_bytes).c_str());
+    std::printf("peak resident memory: %sB; model file mapped in 2 MiB pages: %sB (weights: %sB)\n",
+                si(res.peak_rss_bytes).c_str(), si(huge_bytes).c_str(), si(double(stats.weight_bytes)).c_str());
 }
 
 }  // namespace

@@ -1,10 +1,29 @@
 // MappedFile: open + fstat + mmap(PROT_READ, MAP_PRIVATE) of a whole file; errors name the path
 // and the failing call with strerror(errno).
+//
+// Huge pages. Decode streams every weight once per token, so the rate at which the mapped file can
+// be read bounds it. Here (2 cores of a shared Zen 3 EPYC, Linux 6.18, ext4) a plain 2-thread read
+// of SmolLM2 Q4_1 through the page cache in 4 KiB pages ran at 21-24 GB/s, and the same bytes held
+// in 2 MiB folios and mapped through 2 MiB page-table entries at 25-32 GB/s (4 alternating pairs);
+// anonymous memory (`ridge probe`'s buffer) reads at 26-32 either way. Decode: 11% faster (paired
+// median of 10 alternating runs, 10 of 10 faster). Fewer TLB misses, and hardware prefetchers that
+// stop at page boundaries, are the likely reasons.
+// The kernel maps a file so when it is read through a mapping marked MADV_HUGEPAGE whose address
+// and file offset agree modulo 2 MiB, if the filesystem keeps large folios (ext4, xfs on recent
+// kernels). A file already in the page cache in small pages (just written by unzip, say) stays so,
+// though: then one 2 MiB region is written back if dirty, dropped from the cache and read back
+// through the mapping, and only if it comes back as a huge page is the whole file dropped (clean
+// pages, read again from disk as the forward pass touches them). A kernel or filesystem that cannot
+// costs the re-read of those 2 MiB and nothing else. huge_page_bytes() says what a mapping got.
 #include "weights/mapped_file.h"
 
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +31,68 @@
 #include "weights/error.h"
 
 namespace ridge {
+
+namespace {
+
+constexpr size_t kHuge = size_t(2) << 20;       // a huge page: 2 MiB on x86-64 and arm64 (4 KiB base)
+constexpr size_t kHugeMinFile = 4 * kHuge;      // smaller files are mapped as they come
+
+// The whole file read-only at a 2 MiB-aligned address (so that file offset and address agree modulo
+// 2 MiB), or MAP_FAILED with errno set. Files under kHugeMinFile go wherever mmap puts them.
+void* map_file(int fd, size_t size) {
+    if (size < kHugeMinFile) return ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    // Reserve size + 2 MiB of address space, map the file over its first aligned address, and give
+    // back the reservation's ends.
+    void* r = ::mmap(nullptr, size + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED) return r;
+    uint8_t* const lo = static_cast<uint8_t*>(r);
+    uint8_t* const at = lo + (kHuge - reinterpret_cast<uintptr_t>(lo) % kHuge) % kHuge;
+    void* p = ::mmap(at, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+    if (p == MAP_FAILED) {
+        const int e = errno;
+        ::munmap(r, size + kHuge);
+        errno = e;
+        return p;
+    }
+    const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+    auto page_up = [page](size_t n) { return (n + page - 1) / page * page; };
+    uint8_t* const map_end = at + page_up(size), *const r_end = lo + page_up(size + kHuge);
+    if (at > lo) ::munmap(lo, size_t(at - lo));
+    if (r_end > map_end) ::munmap(map_end, size_t(r_end - map_end));
+    ::madvise(p, size, MADV_HUGEPAGE);  // best effort: EINVAL where the kernel has no THP
+    return p;
+}
+
+// Whether the 2 MiB at `at` (aligned, inside a mapping from map_file) are one huge page: touches
+// them and asks /proc/self/smaps how much of the mapping at `base` is file memory mapped in 2 MiB
+// entries. The other regions of a fresh mapping are untouched, so any counted are this one.
+bool huge_page_at(const uint8_t* base, const uint8_t* at) {
+    const volatile uint8_t* v = at;
+    (void)v[0];
+    return huge_page_bytes_at(base) >= kHuge;
+}
+
+}  // namespace
+
+size_t huge_page_bytes_at(const void* base) {
+    char head[32];
+    std::snprintf(head, sizeof(head), "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(base)));
+    std::ifstream smaps("/proc/self/smaps");
+    bool in_vma = false;
+    for (std::string line; std::getline(smaps, line);) {
+        // A mapping's first line starts with its address range in lower-case hex ("7f12...-7f13... r--p");
+        // the fields after it start with a capitalized name ("FilePmdMapped:   2048 kB").
+        const bool is_head = !line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+                             !std::isupper(static_cast<unsigned char>(line[0])) && line.find('-') < line.find(' ');
+        if (is_head) {
+            if (in_vma) break;
+            in_vma = line.rfind(head, 0) == 0;
+        } else if (in_vma && line.rfind("FilePmdMapped:", 0) == 0) {
+            return size_t(std::strtoull(line.c_str() + 14, nullptr, 10)) * 1024;
+        }
+    }
+    return 0;
+}
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -31,7 +112,23 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
         throw Error(path + ": file is empty");
     }
     size_t size = size_t(st.st_size);
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* p = map_file(fd, size);
+    if (p != MAP_FAILED && size >= kHugeMinFile) {
+        // The page cache in small pages? Try one region again; if it comes back huge, the whole file.
+        const auto* base = static_cast<const uint8_t*>(p);
+        if (!huge_page_at(base, base + kHuge)) {
+            ::munmap(p, size);
+            ::fdatasync(fd);  // pages still to be written back (a file just copied) are not dropped
+            ::posix_fadvise(fd, off_t(kHuge), off_t(kHuge), POSIX_FADV_DONTNEED);
+            p = map_file(fd, size);
+            base = static_cast<const uint8_t*>(p);
+            if (p != MAP_FAILED && huge_page_at(base, base + kHuge)) {
+                ::munmap(p, size);
+                ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+                p = map_file(fd, size);
+            }
+        }
+    }
     int e = errno;
     ::close(fd);  // the mapping stays valid after close
     if (p == MAP_FAILED) throw Error(path + ": cannot mmap " + std::to_string(size) + " bytes: " + std::strerror(e));
@@ -41,6 +138,8 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     m->size_ = size;
     return m;
 }
+
+size_t MappedFile::huge_page_bytes() const { return huge_page_bytes_at(data_); }
 
 MappedFile::~MappedFile() {
     if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);

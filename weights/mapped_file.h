@@ -1,5 +1,6 @@
 // MappedFile: a whole file mapped read-only into memory (POSIX mmap), unmapped on destruction.
 // Model readers (GGUF, llama2.c) keep one alive for as long as their TensorViews point into it.
+// Files of 8 MiB and more are mapped 2 MiB-aligned and marked for huge pages (mapped_file.cpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -7,6 +8,9 @@
 #include <string>
 
 namespace ridge {
+
+// The FilePmdMapped bytes of the mapping that starts at base (/proc/self/smaps), 0 if none.
+size_t huge_page_bytes_at(const void* base);
 
 class MappedFile {
 public:
@@ -19,6 +23,9 @@ public:
     const uint8_t* data() const { return data_; }
     size_t size() const { return size_; }
     const std::string& path() const { return path_; }
+    // How many of its bytes are mapped through 2 MiB pages now (mapped_file.cpp: why), from
+    // /proc/self/smaps; 0 where the kernel maps none or says nothing.
+    size_t huge_page_bytes() const;
 
 private:
     MappedFile() = default;

@@ -12,6 +12,7 @@
 
 #include "weights/config.h"
 #include "weights/gguf.h"
+#include "weights/mapped_file.h"
 #include "weights/tensor.h"
 
 namespace ridge {
@@ -32,6 +33,11 @@ public:
     // The GGUF file (metadata, tokenizer) or nullptr for a llama2.c checkpoint.
     const GGUFFile* gguf() const { return gguf_.get(); }
 
+    // Bytes of the file mapped through 2 MiB pages now (weights/mapped_file.cpp: why it matters);
+    // 0 for a synthetic model, or where the kernel maps none.
+    size_t huge_page_bytes() const {
+        return format_ == ModelFormat::Synthetic || !file_base_ ? 0 : huge_page_bytes_at(file_base_);
+    }
     // Byte offset of a tensor's data from the start of the file.
     uint64_t file_offset(const TensorView& t) const { return uint64_t(t.data - file_base_); }
 

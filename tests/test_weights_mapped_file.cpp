@@ -1,0 +1,83 @@
+// MappedFile: the bytes of the file at the mapping, errors naming the path, and large files mapped
+// at a 2 MiB boundary (so the kernel may back them with huge pages; weights/mapped_file.cpp).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "weights/error.h"
+#include "weights/mapped_file.h"
+
+namespace {
+
+using ridge::MappedFile;
+
+struct TempFile {
+    std::string path;
+    explicit TempFile(const std::vector<uint8_t>& bytes) {
+        char name[] = "/tmp/ridge-mapped-XXXXXX";
+        const int fd = mkstemp(name);
+        EXPECT_GE(fd, 0);
+        ::close(fd);
+        path = name;
+        std::ofstream(path, std::ios::binary)
+            .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    }
+    ~TempFile() { std::remove(path.c_str()); }
+};
+
+std::vector<uint8_t> pattern(size_t n) {
+    std::vector<uint8_t> v(n);
+    uint32_t x = 12345;
+    for (auto& b : v) b = uint8_t((x = x * 1664525u + 1013904223u) >> 24);
+    return v;
+}
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+TEST(MappedFile, SmallFileHoldsItsBytes) {
+    const auto bytes = pattern(1000);
+    TempFile f(bytes);
+    const auto m = MappedFile::open(f.path);
+    ASSERT_EQ(m->size(), bytes.size());
+    EXPECT_EQ(std::vector<uint8_t>(m->data(), m->data() + m->size()), bytes);
+    EXPECT_EQ(m->path(), f.path);
+}
+
+// 10 MiB and a bit: over the 8 MiB from which files are placed for huge pages. Opened twice: the
+// second open finds the page cache as the first left it (huge pages or not) and must still see the
+// file's bytes, whichever way open() went (mapped once, or dropped from the cache and mapped again).
+TEST(MappedFile, LargeFileStartsOnA2MiBBoundaryAndHoldsItsBytes) {
+    const auto bytes = pattern(10 * kMiB + 123);
+    TempFile f(bytes);
+    for (int round = 0; round < 2; round++) {
+        const auto m = MappedFile::open(f.path);
+        ASSERT_EQ(m->size(), bytes.size());
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(m->data()) % (2 * kMiB), 0u) << "round " << round;
+        EXPECT_EQ(std::vector<uint8_t>(m->data(), m->data() + m->size()), bytes) << "round " << round;
+        // What the kernel backs with huge pages is its choice; never more than the mapping.
+        EXPECT_LE(m->huge_page_bytes(), 12 * kMiB);
+        EXPECT_EQ(m->huge_page_bytes() % (2 * kMiB), 0u);
+    }
+}
+
+TEST(MappedFile, ErrorsNameThePath) {
+    auto message = [](const std::string& path) {
+        try {
+            MappedFile::open(path);
+        } catch (const ridge::Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_EQ(message("/nonexistent/x.gguf").rfind("/nonexistent/x.gguf: cannot open", 0), 0u);
+    EXPECT_EQ(message("/tmp"), "/tmp: not a regular file");
+    TempFile empty({});
+    EXPECT_EQ(message(empty.path), empty.path + ": file is empty");
+}
+
+}  // namespace
