@@ -128,6 +128,37 @@ void gemm_panels(const float* A, int64_t lda, const float* Bp, int64_t panel_str
     }
 }
 
+// v4's softmax, unnormalized: row[0, n) <- e^(scale * (row - max)), zeros in [n, n_zero); returns
+// the sum of the exponentials, by which the caller divides the row's output once (head_dim
+// divisions, not n).
+float softmax_numerators(float* row, int32_t n, int32_t n_zero, float scale) {
+    float mx = row[0];
+    int32_t j = 0;
+#if RIDGE_CPU_SIMD
+    __m256 mx8 = _mm256_set1_ps(row[0]);
+    for (; j + 8 <= n; j += 8) mx8 = _mm256_max_ps(mx8, _mm256_loadu_ps(row + j));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, mx8);
+    for (float l : lanes) mx = std::max(mx, l);
+#endif
+    for (; j < n; j++) mx = std::max(mx, row[j]);
+    float sum = 0.0f;
+    j = 0;
+#if RIDGE_CPU_SIMD
+    const __m256 s8 = _mm256_set1_ps(scale), m8 = _mm256_set1_ps(mx);
+    __m256 sum8 = _mm256_setzero_ps();
+    for (; j + 8 <= n; j += 8) {
+        const __m256 e = simd::exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(row + j), m8), s8));
+        _mm256_storeu_ps(row + j, e);
+        sum8 = _mm256_add_ps(sum8, e);
+    }
+    sum = simd::hsum8(sum8);
+#endif
+    for (; j < n; j++) sum += row[j] = std::exp(scale * (row[j] - mx));
+    std::fill(row + n, row + n_zero, 0.0f);
+    return sum;
+}
+
 }  // namespace
 
 Cost kv_store_cost(int64_t m, int kv_dim, DType kv_type) {
@@ -573,6 +604,7 @@ AttentionCost attention_v4_tiled(const float* q, const AttentionRow* rows, int64
     {
         std::vector<float> qs(size_t(group * kRowBlock * hd)), os(qs.size());  // stacked queries, outputs
         std::vector<float> scores(size_t(group * kRowBlock * ldk));            // (stacked rows, keys)
+        std::vector<float> inv_sum(size_t(group * kRowBlock));                 // 1 / each row's softmax sum
 #pragma omp for schedule(dynamic)
         for (int64_t task = 0; task < n_tasks; task++) {
             const int g = int(task % s.n_kv_heads);
@@ -586,21 +618,19 @@ AttentionCost attention_v4_tiled(const float* q, const AttentionRow* rows, int64
                 }
             const float* keys_g = keys_p.data() + int64_t(g) * ldk * hd;
             gemm_panels(qs.data(), hd, keys_g, kTileN * hd, scores.data(), cols, sr, cols, hd);
-            // Stacked row hh * rb + r is query row i0 + r: a scaled softmax over the keys it sees,
-            // zeros past them.
-            for (int64_t t = 0; t < sr; t++) {
-                float* row = scores.data() + t * cols;
-                const int32_t n = rows[i0 + t % rb].n_keys;
-                for (int32_t j = 0; j < n; j++) row[j] *= scale;
-                softmax_v1(row, n);
-                std::fill(row + n, row + keys_b, 0.0f);
-            }
+            // Stacked row hh * rb + r is query row i0 + r: the numerators of a scaled softmax over
+            // the keys it sees, zeros past them; each output row is divided by its sum below.
+            for (int64_t t = 0; t < sr; t++)
+                inv_sum[size_t(t)] = 1.0f / softmax_numerators(scores.data() + t * cols, rows[i0 + t % rb].n_keys,
+                                                               keys_b, scale);
             const float* values_g = values_p.data() + int64_t(g) * v_panels * nk * kTileN;
             gemm_panels(scores.data(), cols, values_g, nk * kTileN, os.data(), hd, sr, hd, keys_b);
             for (int hh = 0; hh < group; hh++)
                 for (int64_t r = 0; r < rb; r++) {
                     const float* src = os.data() + (hh * rb + r) * hd;
-                    std::copy(src, src + hd, out + (i0 + r) * q_dim + int64_t(g * group + hh) * hd);
+                    const float inv = inv_sum[size_t(hh * rb + r)];
+                    float* dst = out + (i0 + r) * q_dim + int64_t(g * group + hh) * hd;
+                    for (int c = 0; c < hd; c++) dst[c] = src[c] * inv;
                 }
         }
     }

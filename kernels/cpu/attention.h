@@ -96,8 +96,9 @@ bool attention_v2_applies(const AttentionRow* rows, int64_t m);
 // v4_tiled: v2's plan with ridge's own GEMM in place of Eigen's. The chunk's keys (transposed) and
 // values are gathered once per KV head into panels of 16 columns; a task is a block of 64 query rows
 // and one KV head, the group's query heads stacked into one matrix, so that both products run on
-// all of them with 6 x 16 register tiles (as the prefill matmul v6). Same precondition, contract
-// and cost as v2. SmolLM2 F16, pp512, 2 threads: attention ~57 -> ~75 GFLOP/s, the prompt +9%.
+// all of them with 6 x 16 register tiles (as the prefill matmul v6); the softmax's division comes
+// after P V, once per output element. Same precondition, contract and cost as v2. SmolLM2 F16,
+// pp512, 2 threads: attention ~57 (v2) -> ~90 GFLOP/s, the prompt +10-12%.
 AttentionCost attention_v4_tiled(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                                  const AttentionShape& s, float* out);
 inline constexpr int64_t kBlockedMinRows = 8;
