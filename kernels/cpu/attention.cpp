@@ -317,21 +317,31 @@ namespace {
 // v3_split tasks take all KV heads of a block from this many blocks on, one KV head below.
 constexpr int64_t kSplitHeadsBelowBlocks = 8;
 
-// x[j] <- e^(x[j] - mx) for j < n (simd::exp8 where the build has it); returns their sum.
+// x[j] <- e^(x[j] - mx) for j < n (simd::exp8 where the build has it: whole groups of 8 in place,
+// summed lane by lane, the last n % 8 through a buffer); returns their sum.
 float exp_shifted(float* x, int n, float mx) {
-    float sum = 0.0f;
 #if RIDGE_CPU_SIMD
-    for (int j = 0; j < n; j += 8) {
-        const int len = std::min(8, n - j);
-        float v[8] = {};
-        std::copy(x + j, x + j + len, v);
-        _mm256_storeu_ps(v, simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(v), _mm256_set1_ps(mx))));
-        for (int t = 0; t < len; t++) x[j + t] = v[t], sum += v[t];
+    const __m256 m8 = _mm256_set1_ps(mx);
+    __m256 acc = _mm256_setzero_ps();
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 e = simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), m8));
+        _mm256_storeu_ps(x + j, e);
+        acc = _mm256_add_ps(acc, e);
     }
-#else
-    for (int j = 0; j < n; j++) x[j] = std::exp(x[j] - mx), sum += x[j];
-#endif
+    float sum = simd::hsum8(acc);
+    if (j < n) {  // the last n % 8, through a buffer
+        float v[8] = {};
+        std::copy(x + j, x + n, v);
+        _mm256_storeu_ps(v, simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(v), m8)));
+        for (int t = 0; j + t < n; t++) x[j + t] = v[t], sum += v[t];
+    }
     return sum;
+#else
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) x[j] = std::exp(x[j] - mx), sum += x[j];
+    return sum;
+#endif
 }
 
 // One query head against n keys and values of one block (rows `stride` floats apart, this head's
