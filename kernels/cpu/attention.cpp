@@ -128,6 +128,34 @@ void gemm_panels(const float* A, int64_t lda, const float* Bp, int64_t panel_str
     }
 }
 
+// x[j] <- e^(scale * (x[j] - mx)) for j < n; returns their sum. With simd::exp8 where the build
+// has it: whole groups of 8 in place, summed lane by lane, the last n % 8 through a buffer.
+// The softmax of both attention paths (decode's per block, v4's per stacked row).
+float exp_shifted(float* x, int n, float mx, float scale = 1.0f) {
+#if RIDGE_CPU_SIMD
+    const __m256 m8 = _mm256_set1_ps(mx), s8 = _mm256_set1_ps(scale);
+    __m256 acc = _mm256_setzero_ps();
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 e = simd::exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), m8), s8));
+        _mm256_storeu_ps(x + j, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float sum = simd::hsum8(acc);
+    if (j < n) {
+        float v[8] = {};
+        std::copy(x + j, x + n, v);
+        _mm256_storeu_ps(v, simd::exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v), m8), s8)));
+        for (int t = 0; j + t < n; t++) x[j + t] = v[t], sum += v[t];
+    }
+    return sum;
+#else
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) x[j] = std::exp(scale * (x[j] - mx)), sum += x[j];
+    return sum;
+#endif
+}
+
 // v4's softmax, unnormalized: row[0, n) <- e^(scale * (row - max)), zeros in [n, n_zero); returns
 // the sum of the exponentials, by which the caller divides the row's output once (head_dim
 // divisions, not n).
@@ -142,19 +170,7 @@ float softmax_numerators(float* row, int32_t n, int32_t n_zero, float scale) {
     for (float l : lanes) mx = std::max(mx, l);
 #endif
     for (; j < n; j++) mx = std::max(mx, row[j]);
-    float sum = 0.0f;
-    j = 0;
-#if RIDGE_CPU_SIMD
-    const __m256 s8 = _mm256_set1_ps(scale), m8 = _mm256_set1_ps(mx);
-    __m256 sum8 = _mm256_setzero_ps();
-    for (; j + 8 <= n; j += 8) {
-        const __m256 e = simd::exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(row + j), m8), s8));
-        _mm256_storeu_ps(row + j, e);
-        sum8 = _mm256_add_ps(sum8, e);
-    }
-    sum = simd::hsum8(sum8);
-#endif
-    for (; j < n; j++) sum += row[j] = std::exp(scale * (row[j] - mx));
+    const float sum = exp_shifted(row, n, mx, scale);
     std::fill(row + n, row + n_zero, 0.0f);
     return sum;
 }
@@ -316,33 +332,6 @@ AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t
 namespace {
 // v3_split tasks take all KV heads of a block from this many blocks on, one KV head below.
 constexpr int64_t kSplitHeadsBelowBlocks = 8;
-
-// x[j] <- e^(x[j] - mx) for j < n (simd::exp8 where the build has it: whole groups of 8 in place,
-// summed lane by lane, the last n % 8 through a buffer); returns their sum.
-float exp_shifted(float* x, int n, float mx) {
-#if RIDGE_CPU_SIMD
-    const __m256 m8 = _mm256_set1_ps(mx);
-    __m256 acc = _mm256_setzero_ps();
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        const __m256 e = simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), m8));
-        _mm256_storeu_ps(x + j, e);
-        acc = _mm256_add_ps(acc, e);
-    }
-    float sum = simd::hsum8(acc);
-    if (j < n) {  // the last n % 8, through a buffer
-        float v[8] = {};
-        std::copy(x + j, x + n, v);
-        _mm256_storeu_ps(v, simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(v), m8)));
-        for (int t = 0; j + t < n; t++) x[j + t] = v[t], sum += v[t];
-    }
-    return sum;
-#else
-    float sum = 0.0f;
-    for (int j = 0; j < n; j++) x[j] = std::exp(x[j] - mx), sum += x[j];
-    return sum;
-#endif
-}
 
 // One query head against n keys and values of one block (rows `stride` floats apart, this head's
 // part at K and V): p[j] = q . K_j * scale, then r = (max p, sum e^(p - max), sum_j e^(p_j - max) V_j).
