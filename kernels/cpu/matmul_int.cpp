@@ -129,9 +129,14 @@ struct XRow {
     const float* sum;  // (k/32) block sums
 };
 
-// The 4 rows of a group lie one after another in memory, and the next group follows them: while a
-// group is read, the next one is prefetched at the same pace (4 blocks a step), one group ahead.
-// 4 weight rows w[0..4) (the next group's bytes at next) times M rows of X into y[i * y_stride + r], one block of every row at a
+// The 4 rows of a group lie one after another in memory, and the groups follow one another: while a
+// group is read, the group kPrefetchGroups ahead is prefetched at the same pace (4 blocks a step).
+// One group ahead (1440 bytes of SmolLM2's Q4_1 q) left decode waiting on memory: on a Zen 5 at
+// 63 GB/s, 3 groups ahead took SmolLM2 Q4_1 decode from a median of 278 to 313 t/s (8 alternating
+// runs; 2 and 4 groups in between and alike, 6 and 8 no better; no prefetch at all halved it).
+constexpr int64_t kPrefetchGroups = 3;
+
+// 4 weight rows w[0..4) (the bytes to prefetch at next) times M rows of X into y[i * y_stride + r], one block of every row at a
 // time: the 4 rows' integer dot products with X's block fold into one vector (two lanes per row, as
 // fold4 lays them out), converted once and scaled by d_w * d_x lane by lane; Q4_1's mn * sum_x goes
 // to an accumulator of its own (its odd lanes, as scales4 lays the mn out), and a row's two lanes
@@ -156,7 +161,7 @@ inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, in
             const __m256i q0 = _mm256_load_si256(q), q1 = _mm256_load_si256(q + 1);
             __m256i p[4];
             for (int r = 0; r < 4; r++)
-                p[r] = simd::dot_add_i16(simd::dot_add_i16(_mm256_setzero_si256(), wq[r].lo, q0), wq[r].hi, q1);
+                p[r] = simd::dot_add_i16(_mm256_madd_epi16(wq[r].lo, q0), wq[r].hi, q1);
             acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_broadcast_ss(x[i].d + b)), _mm256_cvtepi32_ps(fold4(p)), acc[i]);
             if constexpr (Dec::kUsesSum) macc[i] = _mm256_fmadd_ps(dm, _mm256_broadcast_ss(x[i].sum + b), macc[i]);  // odd lanes
         }
@@ -182,7 +187,7 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
             static_assert(R == 4);
             XRow x[M];
             for (int t = 0; t < M; t++) x[t] = XRow{X.codes(i + t), X.scales(i + t), X.sums(i + t)};
-            dot4<Dec, M>(w, w[0] + 4 * rb, x, nb, y, ys);
+            dot4<Dec, M>(w, w[0] + kPrefetchGroups * 4 * rb, x, nb, y, ys);
         });
 }
 

@@ -79,7 +79,7 @@ Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
 // X (2 X rows at a time). A step takes one block of each of the 4 rows: their 4 int32 vectors fold
 // into one whose lanes are the rows, converted to f32 once and scaled by d_w * d_x with one FMA, so
 // the per-block overhead (scales, conversion) is shared and no row has a tail of blocks or a
-// horizontal sum of its own; the next group is prefetched at the same pace.
+// horizontal sum of its own; the group 3 ahead is prefetched at the same pace.
 Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y);
 
 // K-quant weights on the same rows (matmul_int_k.cpp): Q4_K and Q6_K super-blocks of 256, each
