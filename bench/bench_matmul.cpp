@@ -1,9 +1,10 @@
 // The matmul kernels on SmolLM2's shapes (Google Benchmark): prefill variants v5_tiled (Eigen over
 // f32 tiles, the baseline) and v6_packed (ridge's GEMM) at m = 512 rows, and the decode kernels
-// (v3_simd in f32, v4_int on 16-bit activations) at m = 1, for Q4_1, Q8_0 and F16 weights of the
-// gate/up shape (1536 x 576) and the down shape (576 x 1536). Counters: GFLOP/s, and weight GB/s
-// for decode. Random weights; the matrices of one benchmark fit in the L3 cache, so decode numbers
-// here are the kernels' compute speed, not DRAM streaming (ridge bench measures that).
+// (v3_simd in f32, v4_int on 16-bit activations in its AVX-512 and AVX2 forms) at m = 1, for Q4_1,
+// Q8_0 and F16 weights of the gate/up shape (1536 x 576) and the down shape (576 x 1536).
+// Counters: GFLOP/s, and weight GB/s for decode. Random weights; the matrices of one benchmark fit
+// in the L3 cache, so decode numbers here are the kernels' compute speed, not DRAM streaming
+// (ridge bench measures that).
 //
 //   build/bench_matmul [--benchmark_filter=REGEX] [--benchmark_repetitions=N]
 //   OMP_NUM_THREADS sets the threads (default: all).
@@ -67,18 +68,30 @@ void BM_v3_simd(benchmark::State& s) { run(s, cpu::matmul_v3_simd); }
 
 // The integer decode kernel with the quantization of its input in the timing (forward() quantizes
 // once per input, shared by q/k/v and by gate/up).
-void BM_v4_int(benchmark::State& state) {
+// BM_v4_int takes the AVX-512 form where the build has it (8 weight rows a step), BM_v4_int_ymm
+// always the AVX2 form (4 rows a step).
+void int_run(benchmark::State& state, bool zmm) {
     const DType t = kTypes[state.range(0)];
     if (!cpu::int_simd_types(t)) {
         state.SkipWithError("no integer kernel for this type in this build");
         return;
     }
-    run(state, [](const TensorView& W, const float* X, int64_t m, float* Y) {
-        static thread_local cpu::QuantizedRows q;
-        cpu::quantize_rows(X, m, W.ne(0), q);
-        return cpu::matmul_v4_int(W, q, Y);
-    });
+    if (zmm) {
+        run(state, [](const TensorView& W, const float* X, int64_t m, float* Y) {
+            static thread_local cpu::QuantizedRows q;
+            cpu::quantize_rows(X, m, W.ne(0), q);
+            return cpu::matmul_v4_int(W, q, Y);
+        });
+    } else {
+        run(state, [](const TensorView& W, const float* X, int64_t m, float* Y) {
+            static thread_local cpu::QuantizedRows q;
+            cpu::quantize_rows(X, m, W.ne(0), q);
+            return cpu::matmul_v4_int_ymm(W, q, Y);
+        });
+    }
 }
+void BM_v4_int(benchmark::State& s) { int_run(s, true); }
+void BM_v4_int_ymm(benchmark::State& s) { int_run(s, false); }
 
 void prefill_args(benchmark::internal::Benchmark* b) {
     for (int t = 0; t < 3; t++) b->Args({t, 1536, 576, 512})->Args({t, 576, 1536, 512});
@@ -93,6 +106,7 @@ BENCHMARK(BM_v5_tiled)->Apply(prefill_args);
 BENCHMARK(BM_v6_packed)->Apply(prefill_args);
 BENCHMARK(BM_v3_simd)->Apply(decode_args);
 BENCHMARK(BM_v4_int)->Apply(decode_args);
+BENCHMARK(BM_v4_int_ymm)->Apply(decode_args);
 
 }  // namespace
 

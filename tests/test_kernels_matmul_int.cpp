@@ -149,7 +149,7 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
     struct Case {
         int64_t m, n, k;
     };
-    // Row counts that leave a short last group of the 4-row groups (padded), odd X rows (the 1-row
+    // Row counts that leave a short last group of the 4- and 8-row groups (padded), odd X rows (the 1-row
     // tail of the X pairs), rows of 1 to 48 blocks; the last cases are past kParallelMinWork, so
     // OpenMP runs them.
     const Case cases[] = {{1, 1, 32},  {1, 7, 64},   {2, 5, 96},   {3, 13, 32},  {5, 33, 160},
@@ -167,6 +167,14 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
                                   " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k);
         // Same integer products; only the f32 order of the per-block sums differs.
         test::expect_close(got.data(), ref.data(), got.size(), 1e-4, 1e-5, "v4 " + where);
+        // The AVX2 form, which matmul_v4_int is where the build has no AVX-512 (8 rows a step).
+        std::vector<float> ymm(ref.size(), -99.0f);
+        const cpu::Cost yc = cpu::matmul_v4_int_ymm(W.view, q, ymm.data());
+        test::expect_close(ymm.data(), ref.data(), ymm.size(), 1e-4, 1e-5, "v4 ymm " + where);
+        EXPECT_DOUBLE_EQ(yc.bytes(), rc.bytes());
+        if (!cpu::int_zmm_kernel()) {
+            EXPECT_EQ(ymm, got) << where;
+        }
         EXPECT_DOUBLE_EQ(gc.flops, 2.0 * cs.m * cs.n * cs.k);
         EXPECT_DOUBLE_EQ(gc.bytes(), rc.bytes());
         EXPECT_DOUBLE_EQ(gc.act_read, double(cs.m) * double(cs.k / 32) * cpu::kActBlockBytes);

@@ -9,6 +9,11 @@
 
 #include "kernels/cpu/simd.h"
 #define RIDGE_MATMUL_V4 RIDGE_CPU_SIMD
+#if RIDGE_CPU_SIMD && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#define RIDGE_MATMUL_V4_ZMM 1
+#else
+#define RIDGE_MATMUL_V4_ZMM 0
+#endif
 
 #include "kernels/cpu/row_groups.h"
 #include "kernels/cpu/row_jobs.h"
@@ -77,18 +82,36 @@ inline Codes nibbles(const uint8_t* qs) {
     return c;
 }
 
-// One decoder per weight type: block b of a row -> its codes, and the offset of its f16 scale d
-// (Q4_1's minimum mn follows it).
+#if RIDGE_MATMUL_V4_ZMM
+// The same 32 codes in one zmm: the 16 bytes twice, widened to 32 words, the second 16 shifted
+// right by 4 (the high nibbles), all masked to 4 bits.
+template <int kOff>
+inline __m512i nibbles_zmm(const uint8_t* qs) {
+    const __m512i v = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))));
+    __m512i c = _mm512_and_si512(_mm512_mask_srli_epi16(v, __mmask32(0xffff0000u), v, 4), _mm512_set1_epi16(0x0f));
+    if constexpr (kOff != 0) c = _mm512_sub_epi16(c, _mm512_set1_epi16(kOff));
+    return c;
+}
+#endif
+
+// One decoder per weight type: block b of a row -> its codes (as two ymm, or one zmm where the
+// build has AVX-512), and the offset of its f16 scale d (Q4_1's minimum mn follows it).
 struct IntQ4_0 {
     static constexpr bool kUsesSum = false;
     static constexpr size_t kBlockBytes = sizeof(block_q4_0), kScaleOffset = offsetof(block_q4_0, d);
     static Codes decode(const uint8_t* row, int64_t b) { return nibbles<8>(reinterpret_cast<const block_q4_0*>(row)[b].qs); }
+#if RIDGE_MATMUL_V4_ZMM
+    static __m512i decode_zmm(const uint8_t* row, int64_t b) { return nibbles_zmm<8>(reinterpret_cast<const block_q4_0*>(row)[b].qs); }
+#endif
 };
 struct IntQ4_1 {
     static constexpr bool kUsesSum = true;
     static constexpr size_t kBlockBytes = sizeof(block_q4_1), kScaleOffset = offsetof(block_q4_1, d);
     static_assert(offsetof(block_q4_1, m) == offsetof(block_q4_1, d) + 2);
     static Codes decode(const uint8_t* row, int64_t b) { return nibbles<0>(reinterpret_cast<const block_q4_1*>(row)[b].qs); }
+#if RIDGE_MATMUL_V4_ZMM
+    static __m512i decode_zmm(const uint8_t* row, int64_t b) { return nibbles_zmm<0>(reinterpret_cast<const block_q4_1*>(row)[b].qs); }
+#endif
 };
 struct IntQ8_0 {
     static constexpr bool kUsesSum = false;
@@ -97,6 +120,11 @@ struct IntQ8_0 {
         const __m128i* q = reinterpret_cast<const __m128i*>(reinterpret_cast<const block_q8_0*>(row)[b].qs);
         return {_mm256_cvtepi8_epi16(_mm_loadu_si128(q)), _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1))};
     }
+#if RIDGE_MATMUL_V4_ZMM
+    static __m512i decode_zmm(const uint8_t* row, int64_t b) {
+        return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const block_q8_0*>(row)[b].qs)));
+    }
+#endif
 };
 
 // Block b's f16 scale d of 4 weight rows and the 2 bytes after it (Q4_1's mn; codes, unused, for
@@ -129,12 +157,13 @@ struct XRow {
     const float* sum;  // (k/32) block sums
 };
 
-// The 4 rows of a group lie one after another in memory, and the groups follow one another: while a
-// group is read, the group kPrefetchGroups ahead is prefetched at the same pace (4 blocks a step).
-// One group ahead (1440 bytes of SmolLM2's Q4_1 q) left decode waiting on memory: on a Zen 5 at
-// 63 GB/s, 3 groups ahead took SmolLM2 Q4_1 decode from a median of 278 to 313 t/s (8 alternating
-// runs; 2 and 4 groups in between and alike, 6 and 8 no better; no prefetch at all halved it).
-constexpr int64_t kPrefetchGroups = 3;
+// The rows of a group lie one after another in memory, and the groups follow one another: while a
+// group is read, the bytes kPrefetchRows rows ahead are prefetched at the same pace (a block's
+// bytes for each row a step). 4 rows ahead (1440 bytes of SmolLM2's Q4_1 q) left decode waiting
+// on memory: on a Zen 5 at 63 GB/s, 12 rows ahead took SmolLM2 Q4_1 decode from a median of 278
+// to 313 t/s (8 alternating runs of the 4-row kernel; 8 and 16 rows in between and alike, 24 and
+// 32 no better; no prefetch at all halved it).
+constexpr int64_t kPrefetchRows = 12;
 
 // 4 weight rows w[0..4) (the bytes to prefetch at next) times M rows of X into y[i * y_stride + r], one block of every row at a
 // time: the 4 rows' integer dot products with X's block fold into one vector (two lanes per row, as
@@ -187,16 +216,101 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
             static_assert(R == 4);
             XRow x[M];
             for (int t = 0; t < M; t++) x[t] = XRow{X.codes(i + t), X.scales(i + t), X.sums(i + t)};
-            dot4<Dec, M>(w, w[0] + kPrefetchGroups * 4 * rb, x, nb, y, ys);
+            dot4<Dec, M>(w, w[0] + kPrefetchRows * rb, x, nb, y, ys);
         });
 }
 
+#if RIDGE_MATMUL_V4_ZMM
+// ---- the same kernel on AVX-512 registers, 8 weight rows a step ---------------------------------
+// A block's 32 codes fill one zmm of 16-bit lanes, so one madd takes a whole (weight row, block)
+// pair, and the fold and the scaling are shared by 8 rows instead of 4: about 10 instructions a
+// pair in the compiled one-X-row loop, against 16 in dot4's. On a Zen 5 (one thread, bench_matmul,
+// weights in cache) Q8_0 went from 35 to 52 GB/s and Q4_1 from 20 to 25; SmolLM2 Q4_1 decode from
+// a median of 315 to 328 t/s (10 alternating runs, 2 threads): it is mostly waiting on memory.
+
+// 8 int32 vectors p0..p7 (p_r: row r's 16 partial sums) -> lo and hi, whose four 128-bit quarters
+// each hold one partial sum of rows 0-3 (lo) or 4-7 (hi), row r in lane r % 4 of every quarter.
+inline void fold8(const __m512i* p, __m512i& lo, __m512i& hi) {
+    __m512i a[4];  // a[k]: quarters (2k, 2k+1, 2k, 2k+1)
+    for (int k = 0; k < 4; k++)
+        a[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * k], p[2 * k + 1]), _mm512_unpackhi_epi32(p[2 * k], p[2 * k + 1]));
+    lo = _mm512_add_epi32(_mm512_unpacklo_epi64(a[0], a[1]), _mm512_unpackhi_epi64(a[0], a[1]));
+    hi = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2], a[3]), _mm512_unpackhi_epi64(a[2], a[3]));
+}
+
+// The 4 lanes of row r = 0..3 of acc's quarters summed, plus lane 2r + 1 of macc (mn * sum_x, as
+// scales4 lays the mn out; zero for the types without a minimum).
+inline __m128 rows4(__m512 acc, __m256 macc) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 m = _mm_shuffle_ps(_mm256_castps256_ps128(macc), _mm256_extractf128_ps(macc, 1), _MM_SHUFFLE(3, 1, 3, 1));
+    return _mm_add_ps(s, m);
+}
+
+// dot4's arithmetic for 8 weight rows w[0..8): per block, the 8 rows' madds with X's block fold
+// into two vectors (rows 0-3, rows 4-7), converted and scaled by d_w * d_x, each quarter of a vector
+// accumulating on its own; a row's 4 quarters and its mn * sum_x are added at the end. Every
+// (weight row, X row) pair takes the same operations in the same order whatever its group and M.
+template <class Dec, int M>
+inline void dot8(const uint8_t* const* w, const uint8_t* next, const XRow* x, int64_t nb, float* y, int64_t y_stride) {
+    constexpr size_t kStepBytes = 8 * Dec::kBlockBytes;  // the bytes a step reads, prefetched ahead
+    const __m512i d_lanes = _mm512_set_epi32(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0);
+    __m512 acc[M][2];
+    __m256 macc[M][2];
+    for (int i = 0; i < M; i++)
+        for (int h = 0; h < 2; h++) acc[i][h] = _mm512_setzero_ps(), macc[i][h] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        for (size_t o = 0; o < kStepBytes; o += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(next) + size_t(b) * kStepBytes + o, _MM_HINT_T0);
+        __m512i wq[8];
+        for (int r = 0; r < 8; r++) wq[r] = Dec::decode_zmm(w[r], b);
+        const __m256 dm[2] = {scales4<Dec>(w, b), scales4<Dec>(w + 4, b)};  // d0 m0 d1 m1 | d2 m2 d3 m3
+        __m512 d[2];                                                        // d0 d1 d2 d3 in every quarter
+        for (int h = 0; h < 2; h++) d[h] = _mm512_permutexvar_ps(d_lanes, _mm512_castps256_ps512(dm[h]));
+        for (int i = 0; i < M; i++) {
+            const __m512i q = _mm512_load_si512(x[i].q + b * 32);
+            __m512i p[8], f[2];
+            for (int r = 0; r < 8; r++) p[r] = _mm512_madd_epi16(wq[r], q);
+            fold8(p, f[0], f[1]);
+            const __m512 dx = _mm512_set1_ps(x[i].d[b]);
+            for (int h = 0; h < 2; h++) {
+                acc[i][h] = _mm512_fmadd_ps(_mm512_mul_ps(d[h], dx), _mm512_cvtepi32_ps(f[h]), acc[i][h]);
+                if constexpr (Dec::kUsesSum) macc[i][h] = _mm256_fmadd_ps(dm[h], _mm256_broadcast_ss(x[i].sum + b), macc[i][h]);
+            }
+        }
+    }
+    for (int i = 0; i < M; i++)
+        for (int h = 0; h < 2; h++) _mm_storeu_ps(y + i * y_stride + 4 * h, rows4(acc[i][h], macc[i][h]));
+}
+
+// v4_rows with 8 weight rows a pass.
 template <class Dec>
-RowJob v4_job(const TensorView& W, const QuantizedRows& X, float* Y) {
+void v4_rows_zmm(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
+    const int64_t n = W.ne(1), nb = X.k / 32;
+    const size_t rb = row_bytes(W.type, X.k);
+    for_row_groups<8, 2, true>(
+        j0, j1, X.m, n, Y, [&](int64_t j) { return W.data + size_t(j) * rb; },
+        [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
+            static_assert(R == 8);
+            XRow x[M];
+            for (int t = 0; t < M; t++) x[t] = XRow{X.codes(i + t), X.scales(i + t), X.sums(i + t)};
+            dot8<Dec, M>(w, w[0] + kPrefetchRows * rb, x, nb, y, ys);
+        });
+}
+#endif  // RIDGE_MATMUL_V4_ZMM
+
+template <class Dec>
+RowJob v4_job(const TensorView& W, const QuantizedRows& X, float* Y, bool zmm) {
     RowJob job;
     job.rows = W.ne(1);
     job.row_cost = double(row_bytes(W.type, X.k));
-    job.align = 4;
+    job.align = zmm ? 8 : 4;
+#if RIDGE_MATMUL_V4_ZMM
+    if (zmm) {
+        job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows_zmm<Dec>(W, X, Y, j0, j1); };
+        return job;
+    }
+#endif
     job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec>(W, X, Y, j0, j1); };
     return job;
 }
@@ -309,20 +423,31 @@ Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y) {
     return matmul_int_cost(W, X.m);
 }
 
+bool int_zmm_kernel() { return RIDGE_MATMUL_V4_ZMM; }
+
 Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y) {
     const RowJob job = int_row_job(W, X, Y);
     run_row_jobs(&job, 1, double(X.m) * double(W.ne(1)) * double(X.k) >= kParallelMinWork);
     return matmul_int_cost(W, X.m);
 }
 
-RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y) {
+Cost matmul_v4_int_ymm(const TensorView& W, const QuantizedRows& X, float* Y) {
+    const RowJob job = int_row_job(W, X, Y, /*zmm=*/false);
+    run_row_jobs(&job, 1, double(X.m) * double(W.ne(1)) * double(X.k) >= kParallelMinWork);
+    return matmul_int_cost(W, X.m);
+}
+
+RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y) { return int_row_job(W, X, Y, int_zmm_kernel()); }
+
+RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, bool zmm) {
     check(W, X, "matmul_v4_int");
     if (!int_simd_types(W.type)) throw Error("matmul_v4_int: this build has no AVX2 + FMA + F16C");
+    zmm = zmm && int_zmm_kernel();
 #if RIDGE_MATMUL_V4
     switch (W.type) {
-        case DType::Q4_0: return v4_job<IntQ4_0>(W, X, Y);
-        case DType::Q4_1: return v4_job<IntQ4_1>(W, X, Y);
-        case DType::Q8_0: return v4_job<IntQ8_0>(W, X, Y);
+        case DType::Q4_0: return v4_job<IntQ4_0>(W, X, Y, zmm);
+        case DType::Q4_1: return v4_job<IntQ4_1>(W, X, Y, zmm);
+        case DType::Q8_0: return v4_job<IntQ8_0>(W, X, Y, zmm);
         default: break;
     }
 #endif
