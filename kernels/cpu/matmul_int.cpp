@@ -204,22 +204,6 @@ inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, in
     }
 }
 
-// Output rows [j0, j1) (j0 a multiple of 4), 4 weight rows per pass (a short last group padded),
-// the rows of X 2 at a time.
-template <class Dec>
-void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
-    const int64_t n = W.ne(1), nb = X.k / 32;
-    const size_t rb = row_bytes(W.type, X.k);
-    for_row_groups<4, 2, true>(
-        j0, j1, X.m, n, Y, [&](int64_t j) { return W.data + size_t(j) * rb; },
-        [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
-            static_assert(R == 4);
-            XRow x[M];
-            for (int t = 0; t < M; t++) x[t] = XRow{X.codes(i + t), X.scales(i + t), X.sums(i + t)};
-            dot4<Dec, M>(w, w[0] + kPrefetchRows * rb, x, nb, y, ys);
-        });
-}
-
 #if RIDGE_MATMUL_V4_ZMM
 // ---- the same kernel on AVX-512 registers, 8 weight rows a step ---------------------------------
 // A block's 32 codes fill one zmm of 16-bit lanes, so one madd takes a whole (weight row, block)
@@ -283,21 +267,26 @@ inline void dot8(const uint8_t* const* w, const uint8_t* next, const XRow* x, in
         for (int h = 0; h < 2; h++) _mm_storeu_ps(y + i * y_stride + 4 * h, rows4(acc[i][h], macc[i][h]));
 }
 
-// v4_rows with 8 weight rows a pass.
-template <class Dec>
-void v4_rows_zmm(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
+#endif  // RIDGE_MATMUL_V4_ZMM
+
+// Output rows [j0, j1) (j0 a multiple of kRows), kRows = 4 (dot4) or 8 (dot8) weight rows per
+// pass (a short last group padded), the rows of X 2 at a time.
+template <class Dec, int kRows>
+void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
     const int64_t n = W.ne(1), nb = X.k / 32;
     const size_t rb = row_bytes(W.type, X.k);
-    for_row_groups<8, 2, true>(
+    for_row_groups<kRows, 2, true>(
         j0, j1, X.m, n, Y, [&](int64_t j) { return W.data + size_t(j) * rb; },
         [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
-            static_assert(R == 8);
+            static_assert(R == kRows);
             XRow x[M];
             for (int t = 0; t < M; t++) x[t] = XRow{X.codes(i + t), X.scales(i + t), X.sums(i + t)};
-            dot8<Dec, M>(w, w[0] + kPrefetchRows * rb, x, nb, y, ys);
+#if RIDGE_MATMUL_V4_ZMM
+            if constexpr (kRows == 8) dot8<Dec, M>(w, w[0] + kPrefetchRows * rb, x, nb, y, ys);
+#endif
+            if constexpr (kRows == 4) dot4<Dec, M>(w, w[0] + kPrefetchRows * rb, x, nb, y, ys);
         });
 }
-#endif  // RIDGE_MATMUL_V4_ZMM
 
 template <class Dec>
 RowJob v4_job(const TensorView& W, const QuantizedRows& X, float* Y, bool zmm) {
@@ -307,11 +296,11 @@ RowJob v4_job(const TensorView& W, const QuantizedRows& X, float* Y, bool zmm) {
     job.align = zmm ? 8 : 4;
 #if RIDGE_MATMUL_V4_ZMM
     if (zmm) {
-        job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows_zmm<Dec>(W, X, Y, j0, j1); };
+        job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, 8>(W, X, Y, j0, j1); };
         return job;
     }
 #endif
-    job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec>(W, X, Y, j0, j1); };
+    job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, 4>(W, X, Y, j0, j1); };
     return job;
 }
 #endif  // RIDGE_MATMUL_V4
