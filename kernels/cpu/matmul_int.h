@@ -80,9 +80,9 @@ Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
 // into one whose lanes are the rows, converted to f32 once and scaled by d_w * d_x with one FMA, so
 // the per-block overhead (scales, conversion) is shared and no row has a tail of blocks or a
 // horizontal sum of its own; the rows 12 ahead are prefetched at the same pace. Where the build
-// has AVX-512 (F, BW, VL, DQ) and GFNI (int_zmm_kernel()), the same arithmetic runs on zmm registers 8 weight
-// rows a step (a block's 32 codes in one register, the fold and scaling shared by 8 rows);
-// matmul_v4_int_ymm always runs the AVX2 form (4 rows a step), for tests and benchmarks.
+// has AVX-512 (F, BW, VL, DQ) and GFNI (int_zmm_kernel()), the same arithmetic runs on zmm
+// registers 8 weight rows a step (a block's 32 codes in one register, the fold and scaling shared
+// by 8 rows); matmul_v4_int_ymm always runs the AVX2 form (4 rows a step), for tests and benchmarks.
 Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y);
 Cost matmul_v4_int_ymm(const TensorView& W, const QuantizedRows& X, float* Y);
 bool int_zmm_kernel();
