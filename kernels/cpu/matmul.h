@@ -16,9 +16,9 @@
 //              f32 tile (v3's decoders where they apply) that Eigen's GEMM multiplies by all m rows
 //              of X. Any loadable type; f32 arithmetic as v0.
 //   v6_packed  prefill as a hand-written GEMM (matmul_packed.cpp): X packed once into panels of 6
-//              rows, OpenMP over panels of 16 weight rows, each dequantized once and packed, and a
-//              6 x 16 register tile of f32 FMAs. Any loadable type; each element one FMA chain
-//              over k in order, whatever m is.
+//              rows, OpenMP over panels of 16 weight rows (32 with AVX-512), each dequantized once
+//              and packed, and a 6 x 16 (6 x 32) register tile of f32 FMAs. Any loadable type; each
+//              element one FMA chain over k in order, whatever m is.
 // matmul() picks the variant: below tiled_min_rows(type) rows of X (22, or 40 for Q4_0/Q4_1/Q8_0
 // given integer input) it takes matmul_rows (the row-exact kernels: v4_int / v4_int_k given X as
 // 16-bit integers (matmul_int.h), else v3 where the CPU has it, else v1); from there on it takes

@@ -1,12 +1,14 @@
 // v6_packed (see matmul.h): prefill as a hand-written GEMM, Y (m, n) = X (m, k) . W^T.
 //
 //   X is packed once per call into panels of kMr = 6 rows, column by column (xp[c*6 + r]).
-//   OpenMP hands out W's panels of kNr = 16 rows one at a time, as threads come free (a static
-//   split left the quicker core of a shared machine waiting: 5-9% slower in bench_matmul, F16,
-//   SmolLM2's shapes, m = 512); each panel is dequantized once, packed the same way
-//   (wp[c*16 + j]) and multiplied by every X panel with a 6 x 16 register tile: per column c, two
-//   vectors of 8 weights, six broadcast activations, twelve FMAs into twelve accumulators (the 12
-//   independent chains keep both FMA units busy through their latency).
+//   OpenMP hands out W's panels of kNr = 16 rows (32 where the build has AVX-512) one at a time,
+//   as threads come free (a static split left the quicker core of a shared machine waiting: 5-9%
+//   slower in bench_matmul, F16, SmolLM2's shapes, m = 512); each panel is dequantized once,
+//   packed the same way (wp[c*kNr + j]) and multiplied by every X panel with a 6 x kNr register
+//   tile: per column c, two vectors of 8 (16) weights, six broadcast activations, twelve FMAs into
+//   twelve accumulators (the 12 independent chains keep both FMA units busy through their
+//   latency). On a Zen 5 the zmm tile took SmolLM2 prefill (`ridge bench -p 512 -n 0`, 2 threads,
+//   4 alternating runs) from 820 to 1320 t/s (F16) and from 830 to 1350 (Q4_1).
 //
 // Every output element is a single FMA chain over c = 0 .. k-1 in order, so its rounding does not
 // depend on m, on the panel it falls in, or on the other rows: unlike a library GEMM, whose blocking
@@ -22,8 +24,35 @@ namespace ridge::cpu {
 
 namespace {
 
-constexpr int kMr = 6;   // rows of X per panel (register tile height)
-constexpr int kNr = 16;  // weight rows per panel (register tile width: two vectors of 8)
+#if RIDGE_CPU_SIMD
+// The tile's vectors: 16 floats (zmm) where the build has AVX-512, else 8 (ymm). The arithmetic is
+// the same either way (each output lane one FMA chain over c), only twice as many lanes per FMA.
+#if defined(__AVX512F__)
+struct Vec {
+    using T = __m512;
+    static constexpr int kLanes = 16;
+    static T zero() { return _mm512_setzero_ps(); }
+    static T load(const float* p) { return _mm512_loadu_ps(p); }
+    static T broadcast(const float* p) { return _mm512_set1_ps(*p); }
+    static T fma(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+    static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
+};
+#else
+struct Vec {
+    using T = __m256;
+    static constexpr int kLanes = 8;
+    static T zero() { return _mm256_setzero_ps(); }
+    static T load(const float* p) { return _mm256_loadu_ps(p); }
+    static T broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+    static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+    static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
+};
+#endif
+constexpr int kNr = 2 * Vec::kLanes;  // weight rows per panel (register tile width: two vectors)
+#else
+constexpr int kNr = 16;
+#endif
+constexpr int kMr = 6;  // rows of X per panel (register tile height)
 
 // X rows [i0, i0 + kMr) -> xp (k, kMr): xp[c * kMr + r] = X[i0 + r][c], rows past m as zeros.
 void pack_x(const float* X, int64_t m, int64_t k, int64_t i0, float* xp) {
@@ -42,22 +71,22 @@ void pack_w(const float* w, int64_t rows, int64_t k, float* wp) {
 #if RIDGE_CPU_SIMD
 // y[r][j] = sum_c xp[c][r] * wp[c][j] for r < rows, j < cols; y has row stride ldy.
 inline void tile(const float* xp, const float* wp, int64_t k, float* y, int64_t ldy, int rows, int cols) {
-    __m256 acc[kMr][2];
-    for (int r = 0; r < kMr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    Vec::T acc[kMr][2];
+    for (int r = 0; r < kMr; r++) acc[r][0] = acc[r][1] = Vec::zero();
     for (int64_t c = 0; c < k; c++) {
-        const __m256 w0 = _mm256_loadu_ps(wp + c * kNr), w1 = _mm256_loadu_ps(wp + c * kNr + 8);
+        const Vec::T w0 = Vec::load(wp + c * kNr), w1 = Vec::load(wp + c * kNr + Vec::kLanes);
         for (int r = 0; r < kMr; r++) {
-            const __m256 x = _mm256_broadcast_ss(xp + c * kMr + r);
-            acc[r][0] = _mm256_fmadd_ps(x, w0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(x, w1, acc[r][1]);
+            const Vec::T x = Vec::broadcast(xp + c * kMr + r);
+            acc[r][0] = Vec::fma(x, w0, acc[r][0]);
+            acc[r][1] = Vec::fma(x, w1, acc[r][1]);
         }
     }
     // All 6 rows out through a buffer with fixed indices (a loop to `rows` over acc would make the
     // compiler keep acc in memory, storing all 12 accumulators on every step of c).
     float out[kMr][kNr];
     for (int r = 0; r < kMr; r++) {
-        _mm256_storeu_ps(out[r], acc[r][0]);
-        _mm256_storeu_ps(out[r] + 8, acc[r][1]);
+        Vec::store(out[r], acc[r][0]);
+        Vec::store(out[r] + Vec::kLanes, acc[r][1]);
     }
     for (int r = 0; r < rows; r++) std::copy(out[r], out[r] + cols, y + r * ldy);
 }
