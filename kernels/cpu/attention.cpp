@@ -69,39 +69,45 @@ void check_rows(const AttentionRow* rows, int64_t m, const KVLayer& kv) {
                         " keys or no block table");
 }
 
-// ---- v4's GEMM: C (m, n) = A (m, k) . B (k, n) with B packed in panels of 16 columns ----
-// B's panel p is a (k, 16) row-major block at Bp + p * panel_stride, zeros past n: one cache line
-// per row and one stream per panel (B read in place with a stride of 2^j bytes would map its rows
-// onto a few L1 sets). A and C are row-major with strides lda and ldc, A read in place. 6 x 16
-// register tiles (as matmul_packed.cpp's v6): per c, two vectors of 8 from the panel, six
-// broadcasts from A's rows, twelve FMAs; each element of C one FMA chain over c in order. One
-// thread: attention's tasks are already parallel.
+// ---- v4's GEMM: C (m, n) = A (m, k) . B (k, n) with B packed in panels of kTileN columns ----
+// B's panel p is a (k, kTileN) row-major block at Bp + p * panel_stride, zeros past n: one or two
+// cache lines per row and one stream per panel (B read in place with a stride of 2^j bytes would
+// map its rows onto a few L1 sets). A and C are row-major with strides lda and ldc, A read in place.
+// 6 x kTileN register tiles (as matmul_packed.cpp's v6; kTileN 16, or 32 in zmm registers where
+// the build has AVX-512): per c, two vectors from the panel, six broadcasts from A's rows, twelve
+// FMAs; each element of C one FMA chain over c in order. One thread: attention's tasks are
+// already parallel.
+#if RIDGE_CPU_SIMD
+using simd::Vec;
+constexpr int kTileM = 6, kTileN = 2 * Vec::kLanes;
+#else
 constexpr int kTileM = 6, kTileN = 16;
+#endif
 
 // The tile of C at c whose A rows are a[0..6): rows [0, rows) x columns [0, cols) are written.
 inline void gemm_tile(const float* const* a, const float* b, int64_t k, float* c, int64_t ldc, int rows, int cols) {
 #if RIDGE_CPU_SIMD
-    __m256 acc[kTileM][2];
-    for (int r = 0; r < kTileM; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    Vec::T acc[kTileM][2];
+    for (int r = 0; r < kTileM; r++) acc[r][0] = acc[r][1] = Vec::zero();
     for (int64_t e = 0; e < k; e++) {
-        const __m256 w0 = _mm256_loadu_ps(b + e * kTileN), w1 = _mm256_loadu_ps(b + e * kTileN + 8);
+        const Vec::T w0 = Vec::load(b + e * kTileN), w1 = Vec::load(b + e * kTileN + Vec::kLanes);
         for (int r = 0; r < kTileM; r++) {
-            const __m256 x = _mm256_broadcast_ss(a[r] + e);
-            acc[r][0] = _mm256_fmadd_ps(x, w0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(x, w1, acc[r][1]);
+            const Vec::T x = Vec::broadcast(a[r] + e);
+            acc[r][0] = Vec::fma(x, w0, acc[r][0]);
+            acc[r][1] = Vec::fma(x, w1, acc[r][1]);
         }
     }
     if (rows == kTileM && cols == kTileN) {
         for (int r = 0; r < kTileM; r++) {
-            _mm256_storeu_ps(c + r * ldc, acc[r][0]);
-            _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+            Vec::store(c + r * ldc, acc[r][0]);
+            Vec::store(c + r * ldc + Vec::kLanes, acc[r][1]);
         }
         return;
     }
     float out[kTileM][kTileN];  // fixed indices keep acc in registers (see matmul_packed.cpp)
     for (int r = 0; r < kTileM; r++) {
-        _mm256_storeu_ps(out[r], acc[r][0]);
-        _mm256_storeu_ps(out[r] + 8, acc[r][1]);
+        Vec::store(out[r], acc[r][0]);
+        Vec::store(out[r] + Vec::kLanes, acc[r][1]);
     }
     for (int r = 0; r < rows; r++) std::copy(out[r], out[r] + cols, c + r * ldc);
 #else
@@ -574,7 +580,7 @@ AttentionCost attention_v4_tiled(const float* q, const AttentionRow* rows, int64
 
     // Per KV head, in panels of 16 (gemm_panels' B): its keys transposed, panel p holding keys
     // 16p .. 16p + 15 as (head_dim, 16), zeros past nk; and its values, panel p holding dimensions
-    // 16p .. 16p + 15 of every key as (nk, 16), zeros past head_dim.
+    // 16p .. 16p + 15 of every key as (nk, 16), zeros past head_dim (16 being kTileN, 32 with zmm).
     const int64_t v_panels = (hd + kTileN - 1) / kTileN;
     std::vector<float> keys_p(size_t(s.n_kv_heads) * hd * ldk, 0.0f);
     std::vector<float> values_p(size_t(s.n_kv_heads * v_panels) * nk * kTileN, 0.0f);

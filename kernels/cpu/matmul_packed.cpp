@@ -25,29 +25,7 @@ namespace ridge::cpu {
 namespace {
 
 #if RIDGE_CPU_SIMD
-// The tile's vectors: 16 floats (zmm) where the build has AVX-512, else 8 (ymm). The arithmetic is
-// the same either way (each output lane one FMA chain over c), only twice as many lanes per FMA.
-#if defined(__AVX512F__)
-struct Vec {
-    using T = __m512;
-    static constexpr int kLanes = 16;
-    static T zero() { return _mm512_setzero_ps(); }
-    static T load(const float* p) { return _mm512_loadu_ps(p); }
-    static T broadcast(const float* p) { return _mm512_set1_ps(*p); }
-    static T fma(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
-    static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
-};
-#else
-struct Vec {
-    using T = __m256;
-    static constexpr int kLanes = 8;
-    static T zero() { return _mm256_setzero_ps(); }
-    static T load(const float* p) { return _mm256_loadu_ps(p); }
-    static T broadcast(const float* p) { return _mm256_broadcast_ss(p); }
-    static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
-    static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
-};
-#endif
+using simd::Vec;
 constexpr int kNr = 2 * Vec::kLanes;  // weight rows per panel (register tile width: two vectors)
 #else
 constexpr int kNr = 16;

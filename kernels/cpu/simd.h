@@ -1,5 +1,5 @@
-// The few AVX2 helpers the SIMD matmul kernels share (matmul.cpp, matmul_int.cpp,
-// matmul_int_k.cpp). RIDGE_CPU_SIMD is 1 when the build targets AVX2 + FMA + F16C, and only then
+// The few AVX2 helpers the SIMD kernels share (matmul.cpp, matmul_int.cpp, matmul_int_k.cpp,
+// matmul_packed.cpp, attention.cpp). RIDGE_CPU_SIMD is 1 when the build targets AVX2 + FMA + F16C, and only then
 // are the helpers defined.
 #pragma once
 #include <cstdint>
@@ -55,6 +55,31 @@ inline __m256i dot_add_i16(__m256i acc, __m256i a, __m256i b) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
 #endif
 }
+
+// The register tiles' vectors (the prefill GEMM in matmul_packed.cpp, attention's in
+// attention.cpp): 16 floats (zmm) where the build has AVX-512, else 8 (ymm). A tile's arithmetic is
+// the same either way (each output lane one FMA chain), only twice as many lanes per FMA.
+#if defined(__AVX512F__)
+struct Vec {
+    using T = __m512;
+    static constexpr int kLanes = 16;
+    static T zero() { return _mm512_setzero_ps(); }
+    static T load(const float* p) { return _mm512_loadu_ps(p); }
+    static T broadcast(const float* p) { return _mm512_set1_ps(*p); }
+    static T fma(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+    static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
+};
+#else
+struct Vec {
+    using T = __m256;
+    static constexpr int kLanes = 8;
+    static T zero() { return _mm256_setzero_ps(); }
+    static T load(const float* p) { return _mm256_loadu_ps(p); }
+    static T broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+    static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+    static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
+};
+#endif
 
 }  // namespace ridge::cpu::simd
 #endif
