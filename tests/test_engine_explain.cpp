@@ -116,7 +116,7 @@ TEST(Explain, DecodeWeightBytesAreModelStats) {
 TEST(Explain, SmolLM2Shapes) {
     const Loaded& l = load(kSmol);
     ExplainOptions eo;
-    eo.tokens = 64;
+    eo.tokens = 192;  // past the tiled threshold (40, or 112 with the AVX-512 integer kernel)
     eo.context = 512;
     const Explain e = explain_model(*l.file, eo);
     EXPECT_FALSE(e.layers_differ);  // every layer Q4_1
@@ -167,16 +167,16 @@ TEST(Explain, SmolLM2Shapes) {
     EXPECT_EQ(e.decode.outside[3].shape, "x(1×576) · Eᵀ(576×49152)");
     EXPECT_EQ(e.decode.outside[3].type, "Q8_0");
 
-    // Prefill of 64 rows: the same ops on (64 × k) inputs, causal attention over 64 positions,
-    // the embedding 64 rows, the logits for the last row only.
-    // Prefill rows take the tiled f32 kernel (64 >= the model's tiled_min_rows()): no quantize step, except
-    // before the logits of the one last row.
+    // Prefill of 192 rows: the same ops on (192 × k) inputs, causal attention over 192 positions,
+    // the embedding 192 rows, the logits for the last row only.
+    // Prefill rows take the tiled f32 kernel (192 >= the model's tiled_min_rows()): no quantize step,
+    // except before the logits of the one last row.
     EXPECT_EQ(e.prefill.layer.size(), decode.size() - 4);
-    EXPECT_EQ(e.prefill.layer[1].shape, "x(64×576) · Wq(576×576)");
-    EXPECT_EQ(e.prefill.layer[14].shape, "act(64×1536) · Wdown(1536×576)");
-    EXPECT_EQ(e.prefill.layer[6].shape, "9h × q(64×64) · Kᵀ(64×64) causal");
-    EXPECT_EQ(e.prefill.layer[7].shape, "9h × p(64×64) · V(64×64) causal");
-    EXPECT_EQ(e.prefill.outside[0].shape, "64 rows of E(49152×576)");
+    EXPECT_EQ(e.prefill.layer[1].shape, "x(192×576) · Wq(576×576)");
+    EXPECT_EQ(e.prefill.layer[14].shape, "act(192×1536) · Wdown(1536×576)");
+    EXPECT_EQ(e.prefill.layer[6].shape, "9h × q(192×64) · Kᵀ(64×192) causal");
+    EXPECT_EQ(e.prefill.layer[7].shape, "9h × p(192×192) · V(192×64) causal");
+    EXPECT_EQ(e.prefill.outside[0].shape, "192 rows of E(49152×576)");
     EXPECT_EQ(e.prefill.outside[2].op, Op::Quantize);
     EXPECT_EQ(e.prefill.outside[3].shape, "x(1×576) · Eᵀ(576×49152)");
     // --exact: the same ops without the quantize steps, each matmul reading f32 rows.
@@ -186,7 +186,7 @@ TEST(Explain, SmolLM2Shapes) {
     for (const ExplainOp& op : x.decode.layer) EXPECT_NE(op.op, Op::Quantize);
     EXPECT_DOUBLE_EQ(x.decode.layer[1].cost.act_read, 4.0 * 576);
     EXPECT_DOUBLE_EQ(e.decode.layer[2].cost.act_read, 576 / 32 * 72.0);
-    EXPECT_EQ(e.prefill.n_keys, 64 * 65 / 2);
+    EXPECT_EQ(e.prefill.n_keys, 192 * 193 / 2);
 
     // The KV type is the attention's storage type.
     eo.kv_type = DType::F16;
@@ -270,14 +270,14 @@ TEST(Explain, RooflineBoundAndLeastTimeByHand) {
 }
 
 // On SmolLM2 with I* = 5: a decode step's Q4_1 matvecs (I = 3.2) are memory-bound, the same
-// matrices against 64 rows (I = 204.8) compute-bound.
+// matrices against 192 rows (I = 614) compute-bound.
 TEST(Explain, SmolLM2VerdictsFollowTheRidgePoint) {
     const Loaded& l = load(kSmol);
     Ceilings ceil;
     ceil.bandwidth_gbs = 20.0;
     ceil.fma_gflops = 100.0;
     ExplainOptions eo;
-    eo.tokens = 64;
+    eo.tokens = 192;  // a tiled prefill (past the threshold)
     const Explain e = explain_model(*l.file, eo);
     const ExplainOp& q = e.decode.layer[2];
     ASSERT_EQ(q.name, "q");

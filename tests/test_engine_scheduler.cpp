@@ -307,9 +307,12 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
     exact.exact = true;
     const auto ps = prompts(*w.tok, 32);
     const int64_t tiled = fast.tiled_min_rows() + 2;  // a tiled chunk on both paths (exact's threshold is lower)
-    ASSERT_GE(int64_t(ps[2].size()), 3 + tiled);
+    std::vector<int32_t> stream;                      // the prompts one after another, long enough for it
+    while (int64_t(stream.size()) < 3 + tiled)
+        for (const auto& p : ps) stream.insert(stream.end(), p.begin(), p.end());
     const std::vector<int32_t> b_prompt(ps[2].begin(), ps[2].begin() + 7), c(ps[4].begin(), ps[4].begin() + 5),
-        a(ps[2].begin() + 3, ps[2].begin() + 3 + tiled);
+        a(stream.begin() + 3, stream.begin() + 3 + tiled);
+    const int n_ctx = int(tiled) + 8;
     const int V = fast.config.n_vocab;
     for (const Model* m : {&fast, &exact})
         for (DType kv : {DType::F32, DType::F16}) {
@@ -327,7 +330,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
             // Alone: B's prompt then its decode row; C's 5 rows; A's chunk.
             std::vector<float> b_alone, c_alone, a_alone;
             {
-                KVCache cache(m->config, 64, kv);
+                KVCache cache(m->config, n_ctx, kv);
                 Workspace ws;
                 Batch batch;
                 const int s = cache.new_sequence();
@@ -339,7 +342,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
                 b_alone = run(cache, ws, batch);
             }
             {
-                KVCache cache(m->config, 64, kv);
+                KVCache cache(m->config, n_ctx, kv);
                 Workspace ws;
                 Batch batch;
                 const int s = cache.new_sequence();
@@ -348,7 +351,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
                 c_alone = run(cache, ws, batch);
             }
             {
-                KVCache cache(m->config, 64, kv);
+                KVCache cache(m->config, n_ctx, kv);
                 Workspace ws;
                 Batch batch;
                 const int s = cache.new_sequence();
@@ -357,7 +360,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
                 a_alone = run(cache, ws, batch);
             }
             // Together: B's decode row, C's rows (one row-exact run of 6 rows), A's chunk (tiled).
-            KVCache cache(m->config, 64, kv, KVCache::kDefaultBlockSize, 192);
+            KVCache cache(m->config, n_ctx, kv, KVCache::kDefaultBlockSize, 3 * n_ctx);
             Workspace ws;
             Batch batch;
             const int sb = cache.new_sequence(), sc = cache.new_sequence(), sa = cache.new_sequence();

@@ -19,6 +19,7 @@
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_int.h"
 #include "engine_test_util.h"
 #include "kernel_test_util.h"
 #include "weights/model_file.h"
@@ -219,15 +220,16 @@ TEST(SmolLM2, PrefillAndDecodeGiveTheSameLogits) {
 }
 
 // SmolLM2's layers are Q4_1: on the fast path prompts go row by row below 40 rows (the integer
-// kernel's threshold), under exact (f32 rows) below 22.
+// kernel's threshold; 112 for its AVX-512 form), under exact (f32 rows) below 22.
 TEST(SmolLM2, TiledThresholdFollowsTheWeightsAndThePath) {
     Model fast = fixture().model, exact = fixture().model;
     fast.exact = false;
     exact.exact = true;
-    EXPECT_EQ(fast.tiled_min_rows(), cpu::kTiledMinRowsInt);
+    const int64_t int_threshold = cpu::int_zmm_kernel() ? cpu::kTiledMinRowsIntZmm : cpu::kTiledMinRowsInt;
+    EXPECT_EQ(fast.tiled_min_rows(), int_threshold);
     EXPECT_EQ(exact.tiled_min_rows(), cpu::kTiledMinRows);
-    EXPECT_TRUE(fast.int_input({fast.layers[0].attn_q}, cpu::kTiledMinRowsInt - 1));
-    EXPECT_FALSE(fast.int_input({fast.layers[0].attn_q}, cpu::kTiledMinRowsInt));
+    EXPECT_TRUE(fast.int_input({fast.layers[0].attn_q}, int_threshold - 1));
+    EXPECT_FALSE(fast.int_input({fast.layers[0].attn_q}, int_threshold));
     EXPECT_FALSE(exact.int_input({exact.layers[0].attn_q}, 1));
 }
 

@@ -435,7 +435,10 @@ Cost matmul_v5_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
 }
 
 bool has_int_kernel(DType t) { return int_simd_types(t) || int_k_simd_types(t); }
-int64_t tiled_min_rows(DType t, bool integers) { return integers && int_simd_types(t) ? kTiledMinRowsInt : kTiledMinRows; }
+int64_t tiled_min_rows(DType t, bool integers) {
+    if (!integers || !int_simd_types(t)) return kTiledMinRows;
+    return int_zmm_kernel() ? kTiledMinRowsIntZmm : kTiledMinRowsInt;
+}
 bool takes_int_input(DType t, int64_t m) { return has_int_kernel(t) && m < tiled_min_rows(t); }
 
 Cost matmul_rows(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {

@@ -20,7 +20,7 @@
 //              and packed, and a 6 x 16 (6 x 32) register tile of f32 FMAs. Any loadable type; each
 //              element one FMA chain over k in order, whatever m is.
 // matmul() picks the variant: below tiled_min_rows(type) rows of X (22, or 40 for Q4_0/Q4_1/Q8_0
-// given integer input) it takes matmul_rows (the row-exact kernels: v4_int / v4_int_k given X as
+// given integer input, 112 where their kernel has its AVX-512 form) it takes matmul_rows (the row-exact kernels: v4_int / v4_int_k given X as
 // 16-bit integers (matmul_int.h), else v3 where the CPU has it, else v1); from there on it takes
 // matmul_tiled (v6, or v2 for F32 weights, used in place).
 // Decode (m = 1) is the same call (matvec). v5 stays as the Eigen baseline v6 is measured against
@@ -102,9 +102,14 @@ void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, f
 //   the K-quants: F16 0.71-0.84 at p = 12, 0.88-0.93 at 20, 1.0-1.1 at 24, 1.05-1.18 at 32.
 //   kTiledMinRowsInt, for Q4_0/Q4_1/Q8_0 on 16-bit integer input (4 weight rows in lanes): Q4_1
 //   0.75 at 24, 0.69 at 32, 0.94 at 40, 0.97-1.04 at 48; Q8_0 0.62, 0.72, 0.81 at 24, 32, 40.
+//   kTiledMinRowsIntZmm, the same where the integer kernel has its AVX-512 form (int_zmm_kernel(),
+//   8 weight rows in zmm lanes), against v6's zmm tile, on a Zen 5: Q4_1 0.60 at 40, 0.77 at 64
+//   (medians of 3), 0.90 at 96, 1.07 at 128, 1.10 at 160, 1.14 at 192 (medians of 5); Q8_0 0.49,
+//   0.63, 0.75, 0.86, 0.94 at 40, 64, 96, 128, 192 (medians of 3).
 inline constexpr int64_t kTileRows = 32;
 inline constexpr int64_t kTiledMinRows = 22;
 inline constexpr int64_t kTiledMinRowsInt = 40;
+inline constexpr int64_t kTiledMinRowsIntZmm = 112;
 // The threshold for a weight type, with X given in integers where it has a kernel for them
 // (integers) or in f32 (the exact path).
 int64_t tiled_min_rows(DType t, bool integers = true);
