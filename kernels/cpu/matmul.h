@@ -20,9 +20,10 @@
 //              and packed, and a 6 x 16 (6 x 32) register tile of f32 FMAs. Any loadable type; each
 //              element one FMA chain over k in order, whatever m is.
 // matmul() picks the variant: below tiled_min_rows(type) rows of X (22, or 40 for Q4_0/Q4_1/Q8_0
-// given integer input, 112 where their kernel has its AVX-512 form) it takes matmul_rows (the row-exact kernels: v4_int / v4_int_k given X as
-// 16-bit integers (matmul_int.h), else v3 where the CPU has it, else v1); from there on it takes
-// matmul_tiled (v6, or v2 for F32 weights, used in place).
+// given integer input, 112 where their kernel has its AVX-512 form) it takes matmul_rows (the
+// row-exact kernels: v4_int / v4_int_k given X as 16-bit integers (matmul_int.h), else v3 where
+// the CPU has it, else v1); from there on it takes matmul_tiled (v6, or v2 for F32 weights, used
+// in place).
 // Decode (m = 1) is the same call (matvec). v5 stays as the Eigen baseline v6 is measured against
 // (SmolLM2 pp512, 2 threads: v6 520-560 t/s, its matmuls ~145 GFLOP/s; v5 290-315 t/s, ~72).
 #pragma once

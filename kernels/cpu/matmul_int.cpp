@@ -177,14 +177,14 @@ struct XRow {
 // 32 no better; no prefetch at all halved it).
 constexpr int64_t kPrefetchRows = 12;
 
-// 4 weight rows w[0..4) (the bytes to prefetch at next) times M rows of X into y[i * y_stride + r], one block of every row at a
-// time: the 4 rows' integer dot products with X's block fold into one vector (two lanes per row, as
-// fold4 lays them out), converted once and scaled by d_w * d_x lane by lane; Q4_1's mn * sum_x goes
-// to an accumulator of its own (its odd lanes, as scales4 lays the mn out), and a row's two lanes
-// and its mn lane are added at the end. The rows ride in lanes,
-// so a row has no tail of blocks and no horizontal sum of its own (SmolLM2's rows are 18 blocks
-// long), and each block of X, loaded once, serves 4 rows. Every (weight row, X row) pair takes the
-// same operations in the same order whatever its group and M are.
+// 4 weight rows w[0..4) (the bytes to prefetch at next) times M rows of X into y[i * y_stride + r],
+// one block of every row at a time: the 4 rows' integer dot products with X's block fold into one
+// vector (two lanes per row, as fold4 lays them out), converted once and scaled by d_w * d_x lane
+// by lane; Q4_1's mn * sum_x goes to an accumulator of its own (its odd lanes, as scales4 lays the
+// mn out), and a row's two lanes and its mn lane are added at the end. The rows ride in lanes, so
+// a row has no tail of blocks and no horizontal sum of its own (SmolLM2's rows are 18 blocks long),
+// and each block of X, loaded once, serves 4 rows. Every (weight row, X row) pair takes the same
+// operations in the same order whatever its group and M are.
 template <class Dec, int M>
 inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, int64_t nb, float* y, int64_t y_stride) {
     __m256 acc[M], macc[M];
