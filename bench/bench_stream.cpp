@@ -11,8 +11,11 @@
 //                      activations, the default fast path), grouped as forward() groups them.
 // It prints each one's median time per step, GB/s and share of the saved `ridge probe` bandwidth
 // (the bound `ridge bench` quotes is that bandwidth / bytes per token).
+// With LAYERS, only the first LAYERS layers' groups (no output head) go round: few enough of them
+// stay in cache from one round to the next, and the matmuls' rate is then the kernels' own, with
+// no wait on memory. Against the whole model's it tells whether memory or the kernels set decode's pace.
 //
-//   build/bench_stream [MODEL.gguf] [ROUNDS]     (default: SmolLM2-135M Q4_1, 30 rounds)
+//   build/bench_stream [MODEL.gguf] [ROUNDS] [LAYERS]     (default: SmolLM2-135M Q4_1, 30 rounds, all)
 //   OMP_NUM_THREADS sets the threads (default: all).
 #include <omp.h>
 #if defined(__AVX2__)
@@ -67,6 +70,14 @@ inline void share(size_t n, int t, int n_threads, size_t& begin, size_t& end) {
     end = std::min(n, lines * size_t(t + 1) / size_t(n_threads) * 64);
 }
 
+// A command-line count: digits only, at least 1.
+int positive(const char* s, const char* what) {
+    char* end = nullptr;
+    const long v = std::strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < 1 || v > 1000000) throw Error(std::string(what) + " '" + s + "' is not a positive count");
+    return int(v);
+}
+
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -77,20 +88,26 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
     try {
         const std::string path = argc > 1 ? argv[1] : std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-        const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 30;
+        if (argc > 4) throw Error("usage: bench_stream [MODEL.gguf] [ROUNDS] [LAYERS]");
+        const int rounds = argc > 2 ? positive(argv[2], "ROUNDS") : 30;
+        const bool whole = argc <= 3;  // every layer and the output head
         auto file = ModelFile::open(path);
         const Model model = Model::from_file(*file);
         const Config& c = model.config;
+        const int layers = whole ? c.n_layers : positive(argv[3], "LAYERS");
+        if (layers > c.n_layers)
+            throw Error("LAYERS " + std::to_string(layers) + " is more than the model's " + std::to_string(c.n_layers));
 
         // The groups forward() runs as one matmul call each, in its order.
         std::vector<std::vector<const TensorView*>> groups;
-        for (const LayerWeights& L : model.layers) {
+        for (int l = 0; l < layers; l++) {
+            const LayerWeights& L = model.layers[size_t(l)];
             groups.push_back({L.attn_q, L.attn_k, L.attn_v});
             groups.push_back({L.attn_output});
             groups.push_back({L.ffn_gate, L.ffn_up});
             groups.push_back({L.ffn_down});
         }
-        groups.push_back({model.output});
+        if (whole) groups.push_back({model.output});
         double bytes = 0;
         for (const auto& g : groups)
             for (const TensorView* w : g) bytes += double(w->nbytes);
@@ -150,8 +167,10 @@ int main(int argc, char** argv) {
 
         const int threads = omp_get_max_threads();
         const auto ceilings = load_ceilings(default_ceilings_path(threads));
-        std::printf("%s: %.1f MB of decode weights in %zu matmul groups, %d threads, median of %d rounds\n",
-                    path.c_str(), bytes / 1e6, groups.size(), threads, rounds);
+        std::printf("%s: %.1f MB of decode weights (%s) in %zu matmul groups, %d threads, median of %d rounds\n",
+                    path.c_str(), bytes / 1e6,
+                    whole ? "all" : ("the first " + std::to_string(layers) + " layers, no head").c_str(),
+                    groups.size(), threads, rounds);
         if (ceilings)
             std::printf("probe bandwidth %.2f GB/s (%s)\n", ceilings->bandwidth_gbs, ceilings->path.c_str());
         else
