@@ -28,6 +28,7 @@ public:
     DType type() const { return type_; }
     int block_size() const { return block_size_; }
     size_t bytes() const { return bytes_; }          // the whole allocation
+    static constexpr size_t kAlign = size_t(2) << 20;  // the pool's start: a 2 MiB (huge) page boundary
     static size_t bytes_per_token(const Config& config, DType type);
 
     // Sequences. Ids are small integers, reused after free_sequence.
@@ -67,7 +68,10 @@ private:
     DType type_ = DType::F32;
     size_t elem_bytes_ = 4;
     size_t bytes_ = 0;
-    std::unique_ptr<uint8_t[]> storage_;  // (n_layers, 2 [k, v], n_blocks * block_size, kv_dim) elements
+    struct Free {
+        void operator()(uint8_t* p) const;
+    };
+    std::unique_ptr<uint8_t, Free> storage_;  // (n_layers, 2 [k, v], n_blocks * block_size, kv_dim) elements
     std::shared_ptr<uint8_t> device_storage_;  // the same on the GPU, instead of storage_ (on_gpu)
     std::vector<int32_t> free_blocks_;    // stack of unused block ids
     std::vector<Sequence> seqs_;

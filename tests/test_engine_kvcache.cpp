@@ -32,6 +32,22 @@ TEST(KVCache, SizeFollowsTheFormula) {
     EXPECT_EQ(odd.n_ctx(), 50);
 }
 
+// The CPU pool starts on a 2 MiB boundary, where the kernel can back it with huge pages, and every
+// layer's keys and values lie inside it: even a tiny cache, and one of F16 values.
+TEST(KVCache, PoolStartsOnAHugePageBoundary) {
+    for (DType t : {DType::F32, DType::F16}) {
+        KVCache kv(tiny_config(), 50, t, 16);
+        const uint8_t* base = kv.layer(0).k;
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(base) % KVCache::kAlign, 0u) << dtype_name(t);
+        for (int l = 0; l < 3; l++) {
+            const cpu::KVLayer L = kv.layer(l);
+            const size_t half = size_t(L.n_slots) * size_t(L.kv_dim) * (t == DType::F32 ? 4 : 2);  // its keys, or values
+            EXPECT_GE(L.k, base);
+            EXPECT_LE(L.v + half, base + kv.bytes()) << dtype_name(t) << " layer " << l;
+        }
+    }
+}
+
 TEST(KVCache, SequencesGrowByBlocksAndMapPositionsToSlots) {
     KVCache kv(tiny_config(), 64, DType::F32, 4);
     const int a = kv.new_sequence(), b = kv.new_sequence();
