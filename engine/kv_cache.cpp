@@ -38,7 +38,8 @@ KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size, int poo
     if (on_gpu) {
         device_storage_ = gpu::device_alloc(bytes_);
     } else {
-        const size_t rounded = (bytes_ + kAlign - 1) / kAlign * kAlign;  // aligned_alloc wants a multiple
+        // Rounded up to whole 2 MiB (aligned_alloc wants a multiple): a tiny cache holds 2 MiB.
+        const size_t rounded = (bytes_ + kAlign - 1) / kAlign * kAlign;
         storage_.reset(static_cast<uint8_t*>(std::aligned_alloc(kAlign, rounded)));
         if (!storage_) throw Error("KV cache: cannot allocate " + std::to_string(bytes_) + " bytes");
         ::madvise(storage_.get(), rounded, MADV_HUGEPAGE);
