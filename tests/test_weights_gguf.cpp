@@ -544,7 +544,7 @@ struct KV {
     GGUFType type;
     uint64_t u = 0;
     float f = 0;
-    std::string s;
+    std::string s{};  // (an initializer, so that entries may leave it out without a warning)
 };
 std::vector<uint8_t> llama_file(const std::vector<KV>& kvs) {
     Builder w;
