@@ -17,6 +17,7 @@
 //
 //   build/bench_stream [MODEL.gguf] [ROUNDS] [LAYERS]     (default: SmolLM2-135M Q4_1, 30 rounds, all)
 //   OMP_NUM_THREADS sets the threads (default: all).
+#include <CLI/CLI.hpp>
 #include <omp.h>
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -26,7 +27,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -70,14 +70,6 @@ inline void share(size_t n, int t, int n_threads, size_t& begin, size_t& end) {
     end = std::min(n, lines * size_t(t + 1) / size_t(n_threads) * 64);
 }
 
-// A command-line count: digits only, at least 1.
-int positive(const char* s, const char* what) {
-    char* end = nullptr;
-    const long v = std::strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v < 1 || v > 1000000) throw Error(std::string(what) + " '" + s + "' is not a positive count");
-    return int(v);
-}
-
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -86,15 +78,28 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    CLI::App app{"bench_stream: a plain read of the decode weights against the decode matmuls"};
+    app.failure_message([](const CLI::App*, const CLI::Error& e) {  // argument errors: one line
+        return "bench_stream: " + std::string(e.what()) + " (see --help)\n";
+    });
+    std::string path = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+    int rounds = 30, layers = 0;
+    app.add_option("model", path, "GGUF file (default: SmolLM2-135M Q4_1)");
+    app.add_option("rounds", rounds, "rounds of each way (default 30)")->check(CLI::Range(1, 1000000));
+    CLI::Option* layers_opt =
+        app.add_option("layers", layers, "only the first LAYERS layers, no output head (default: all and the head)")
+            ->check(CLI::Range(1, 1000000));
     try {
-        const std::string path = argc > 1 ? argv[1] : std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-        if (argc > 4) throw Error("usage: bench_stream [MODEL.gguf] [ROUNDS] [LAYERS]");
-        const int rounds = argc > 2 ? positive(argv[2], "ROUNDS") : 30;
-        const bool whole = argc <= 3;  // every layer and the output head
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    try {
+        const bool whole = layers_opt->count() == 0;  // every layer and the output head
         auto file = ModelFile::open(path);
         const Model model = Model::from_file(*file);
         const Config& c = model.config;
-        const int layers = whole ? c.n_layers : positive(argv[3], "LAYERS");
+        if (whole) layers = c.n_layers;
         if (layers > c.n_layers)
             throw Error("LAYERS " + std::to_string(layers) + " is more than the model's " + std::to_string(c.n_layers));
 
