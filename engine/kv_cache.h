@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "weights/config.h"
+#include "weights/mapped_file.h"
 #include "weights/types.h"
 
 namespace ridge {
@@ -28,7 +29,7 @@ public:
     DType type() const { return type_; }
     int block_size() const { return block_size_; }
     size_t bytes() const { return bytes_; }          // the whole allocation
-    static constexpr size_t kAlign = size_t(2) << 20;  // the pool's start: a 2 MiB (huge) page boundary
+    static constexpr size_t kAlign = kHugePage;      // the pool's start: a huge page boundary
     static size_t bytes_per_token(const Config& config, DType type);
 
     // Sequences. Ids are small integers, reused after free_sequence.

@@ -34,8 +34,7 @@ namespace ridge {
 
 namespace {
 
-constexpr size_t kHuge = size_t(2) << 20;       // a huge page: 2 MiB on x86-64 and arm64 (4 KiB base)
-constexpr size_t kHugeMinFile = 4 * kHuge;      // smaller files are mapped as they come
+constexpr size_t kHugeMinFile = 4 * kHugePage;  // smaller files are mapped as they come
 
 // The whole file read-only at a 2 MiB-aligned address (so that file offset and address agree modulo
 // 2 MiB), or MAP_FAILED with errno set. Files under kHugeMinFile go wherever mmap puts them.
@@ -43,20 +42,20 @@ void* map_file(int fd, size_t size) {
     if (size < kHugeMinFile) return ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     // Reserve size + 2 MiB of address space, map the file over its first aligned address, and give
     // back the reservation's ends.
-    void* r = ::mmap(nullptr, size + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* r = ::mmap(nullptr, size + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (r == MAP_FAILED) return r;
     uint8_t* const lo = static_cast<uint8_t*>(r);
-    uint8_t* const at = lo + (kHuge - reinterpret_cast<uintptr_t>(lo) % kHuge) % kHuge;
+    uint8_t* const at = lo + (kHugePage - reinterpret_cast<uintptr_t>(lo) % kHugePage) % kHugePage;
     void* p = ::mmap(at, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
     if (p == MAP_FAILED) {
         const int e = errno;
-        ::munmap(r, size + kHuge);
+        ::munmap(r, size + kHugePage);
         errno = e;
         return p;
     }
     const size_t page = size_t(::sysconf(_SC_PAGESIZE));
     auto page_up = [page](size_t n) { return (n + page - 1) / page * page; };
-    uint8_t* const map_end = at + page_up(size), *const r_end = lo + page_up(size + kHuge);
+    uint8_t* const map_end = at + page_up(size), *const r_end = lo + page_up(size + kHugePage);
     if (at > lo) ::munmap(lo, size_t(at - lo));
     if (r_end > map_end) ::munmap(map_end, size_t(r_end - map_end));
     ::madvise(p, size, MADV_HUGEPAGE);  // best effort: EINVAL where the kernel has no THP
@@ -69,7 +68,7 @@ void* map_file(int fd, size_t size) {
 bool huge_page_at(const uint8_t* base, const uint8_t* at) {
     const volatile uint8_t* v = at;
     (void)v[0];
-    return huge_page_bytes_at(base) >= kHuge;
+    return huge_page_bytes_at(base) >= kHugePage;
 }
 
 }  // namespace
@@ -116,13 +115,13 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     if (p != MAP_FAILED && size >= kHugeMinFile) {
         // The page cache in small pages? Try one region again; if it comes back huge, the whole file.
         const auto* base = static_cast<const uint8_t*>(p);
-        if (!huge_page_at(base, base + kHuge)) {
+        if (!huge_page_at(base, base + kHugePage)) {
             ::munmap(p, size);
             ::fdatasync(fd);  // pages still to be written back (a file just copied) are not dropped
-            ::posix_fadvise(fd, off_t(kHuge), off_t(kHuge), POSIX_FADV_DONTNEED);
+            ::posix_fadvise(fd, off_t(kHugePage), off_t(kHugePage), POSIX_FADV_DONTNEED);
             p = map_file(fd, size);
             base = static_cast<const uint8_t*>(p);
-            if (p != MAP_FAILED && huge_page_at(base, base + kHuge)) {
+            if (p != MAP_FAILED && huge_page_at(base, base + kHugePage)) {
                 ::munmap(p, size);
                 ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
                 p = map_file(fd, size);

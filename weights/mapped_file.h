@@ -9,6 +9,9 @@
 
 namespace ridge {
 
+// A huge page: 2 MiB on x86-64 and arm64 (4 KiB base). Mapped files and the KV cache start on one.
+inline constexpr size_t kHugePage = size_t(2) << 20;
+
 // The FilePmdMapped bytes of the mapping that starts at base (/proc/self/smaps), 0 if none.
 size_t huge_page_bytes_at(const void* base);
 
