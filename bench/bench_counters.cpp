@@ -9,6 +9,8 @@
 //   build/bench_counters [MODEL] [ROUNDS]     (default: models/SmolLM2-135M-Instruct.Q4_1.gguf, 15)
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -82,8 +84,19 @@ double seconds_per_count() {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const std::string path = argc > 1 ? argv[1] : std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-    const int rounds = argc > 2 ? std::atoi(argv[2]) : 15;
+    CLI::App app{"bench_counters: decode and prefill timed with the counters on and off"};
+    app.failure_message([](const CLI::App*, const CLI::Error& e) {  // argument errors: one line
+        return "bench_counters: " + std::string(e.what()) + " (see --help)\n";
+    });
+    std::string path = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+    int rounds = 15;
+    app.add_option("model", path, "GGUF file (default: SmolLM2-135M Q4_1)");
+    app.add_option("rounds", rounds, "alternating pairs of each test (default 15)")->check(CLI::Range(1, 1000000));
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
     try {
         const auto file = ridge::ModelFile::open(path);
         const ridge::Model model = ridge::Model::from_file(*file);
