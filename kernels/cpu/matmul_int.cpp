@@ -9,8 +9,8 @@
 
 #include "kernels/cpu/simd.h"
 #define RIDGE_MATMUL_V4 RIDGE_CPU_SIMD
-#if RIDGE_CPU_SIMD && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
-    defined(__GFNI__)
+#if RIDGE_CPU_SIMD && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512DQ__) && defined(__GFNI__)
 #define RIDGE_MATMUL_V4_ZMM 1
 #else
 #define RIDGE_MATMUL_V4_ZMM 0
@@ -34,23 +34,29 @@ void check(const TensorView& W, const QuantizedRows& X, const char* who) {
                     " does not take rows of " + std::to_string(X.k) + " activations");
 }
 
+// Block b of a weight row, as its type's struct.
+template <class Block>
+inline const Block& block_at(const uint8_t* row, int64_t b) {
+    return reinterpret_cast<const Block*>(row)[b];
+}
+
 // The integer codes of weight block b of a row, as w[c] = scale * code[c] (+ mn).
 // Codes are returned in element order 0..31, with d the f16 scale and mn Q4_1's minimum.
 void codes(DType t, const uint8_t* row, int64_t b, int32_t* code, float& d, float& mn) {
     mn = 0.0f;
     if (t == DType::Q8_0) {
-        const block_q8_0& blk = reinterpret_cast<const block_q8_0*>(row)[b];
+        const block_q8_0& blk = block_at<block_q8_0>(row, b);
         for (int c = 0; c < 32; c++) code[c] = blk.qs[c];
         d = fp16_to_fp32(blk.d);
     } else if (t == DType::Q4_0) {
-        const block_q4_0& blk = reinterpret_cast<const block_q4_0*>(row)[b];
+        const block_q4_0& blk = block_at<block_q4_0>(row, b);
         for (int c = 0; c < 16; c++) {
             code[c] = int32_t(blk.qs[c] & 0x0f) - 8;
             code[c + 16] = int32_t(blk.qs[c] >> 4) - 8;
         }
         d = fp16_to_fp32(blk.d);
     } else {  // Q4_1
-        const block_q4_1& blk = reinterpret_cast<const block_q4_1*>(row)[b];
+        const block_q4_1& blk = block_at<block_q4_1>(row, b);
         for (int c = 0; c < 16; c++) {
             code[c] = blk.qs[c] & 0x0f;
             code[c + 16] = blk.qs[c] >> 4;
@@ -111,30 +117,31 @@ inline __m512i nibbles_zmm(const uint8_t* qs) {
 struct IntQ4_0 {
     static constexpr bool kUsesSum = false;
     static constexpr size_t kBlockBytes = sizeof(block_q4_0), kScaleOffset = offsetof(block_q4_0, d);
-    static Codes decode(const uint8_t* row, int64_t b) { return nibbles<8>(reinterpret_cast<const block_q4_0*>(row)[b].qs); }
+    static Codes decode(const uint8_t* row, int64_t b) { return nibbles<8>(block_at<block_q4_0>(row, b).qs); }
 #if RIDGE_MATMUL_V4_ZMM
-    static __m512i decode_zmm(const uint8_t* row, int64_t b) { return nibbles_zmm<8>(reinterpret_cast<const block_q4_0*>(row)[b].qs); }
+    static __m512i decode_zmm(const uint8_t* row, int64_t b) { return nibbles_zmm<8>(block_at<block_q4_0>(row, b).qs); }
 #endif
 };
 struct IntQ4_1 {
     static constexpr bool kUsesSum = true;
     static constexpr size_t kBlockBytes = sizeof(block_q4_1), kScaleOffset = offsetof(block_q4_1, d);
     static_assert(offsetof(block_q4_1, m) == offsetof(block_q4_1, d) + 2);
-    static Codes decode(const uint8_t* row, int64_t b) { return nibbles<0>(reinterpret_cast<const block_q4_1*>(row)[b].qs); }
+    static Codes decode(const uint8_t* row, int64_t b) { return nibbles<0>(block_at<block_q4_1>(row, b).qs); }
 #if RIDGE_MATMUL_V4_ZMM
-    static __m512i decode_zmm(const uint8_t* row, int64_t b) { return nibbles_zmm<0>(reinterpret_cast<const block_q4_1*>(row)[b].qs); }
+    static __m512i decode_zmm(const uint8_t* row, int64_t b) { return nibbles_zmm<0>(block_at<block_q4_1>(row, b).qs); }
 #endif
 };
 struct IntQ8_0 {
     static constexpr bool kUsesSum = false;
     static constexpr size_t kBlockBytes = sizeof(block_q8_0), kScaleOffset = offsetof(block_q8_0, d);
     static Codes decode(const uint8_t* row, int64_t b) {
-        const __m128i* q = reinterpret_cast<const __m128i*>(reinterpret_cast<const block_q8_0*>(row)[b].qs);
+        const __m128i* q = reinterpret_cast<const __m128i*>(block_at<block_q8_0>(row, b).qs);
         return {_mm256_cvtepi8_epi16(_mm_loadu_si128(q)), _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1))};
     }
 #if RIDGE_MATMUL_V4_ZMM
     static __m512i decode_zmm(const uint8_t* row, int64_t b) {
-        return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const block_q8_0*>(row)[b].qs)));
+        const auto* q = reinterpret_cast<const __m256i*>(block_at<block_q8_0>(row, b).qs);
+        return _mm512_cvtepi8_epi16(_mm256_loadu_si256(q));
     }
 #endif
 };
@@ -203,8 +210,10 @@ inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, in
             __m256i p[4];
             for (int r = 0; r < 4; r++)
                 p[r] = simd::dot_add_i16(_mm256_madd_epi16(wq[r].lo, q0), wq[r].hi, q1);
-            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_broadcast_ss(x[i].d + b)), _mm256_cvtepi32_ps(fold4(p)), acc[i]);
-            if constexpr (Dec::kUsesSum) macc[i] = _mm256_fmadd_ps(dm, _mm256_broadcast_ss(x[i].sum + b), macc[i]);  // odd lanes
+            const __m256 scale = _mm256_mul_ps(d, _mm256_broadcast_ss(x[i].d + b));
+            acc[i] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(fold4(p)), acc[i]);
+            if constexpr (Dec::kUsesSum)  // mn * sum_x, in the odd lanes
+                macc[i] = _mm256_fmadd_ps(dm, _mm256_broadcast_ss(x[i].sum + b), macc[i]);
         }
     }
     for (int i = 0; i < M; i++) {
@@ -231,8 +240,10 @@ inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, in
 // each hold one partial sum of rows 0-3 (lo) or 4-7 (hi), row r in lane r % 4 of every quarter.
 inline void fold8(const __m512i* p, __m512i& lo, __m512i& hi) {
     __m512i a[4];  // a[k]: quarters (2k, 2k+1, 2k, 2k+1)
-    for (int k = 0; k < 4; k++)
-        a[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * k], p[2 * k + 1]), _mm512_unpackhi_epi32(p[2 * k], p[2 * k + 1]));
+    for (int k = 0; k < 4; k++) {
+        const __m512i e = p[2 * k], o = p[2 * k + 1];
+        a[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(e, o), _mm512_unpackhi_epi32(e, o));
+    }
     lo = _mm512_add_epi32(_mm512_unpacklo_epi64(a[0], a[1]), _mm512_unpackhi_epi64(a[0], a[1]));
     hi = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2], a[3]), _mm512_unpackhi_epi64(a[2], a[3]));
 }
@@ -242,7 +253,8 @@ inline void fold8(const __m512i* p, __m512i& lo, __m512i& hi) {
 inline __m128 rows4(__m512 acc, __m256 macc) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    const __m128 m = _mm_shuffle_ps(_mm256_castps256_ps128(macc), _mm256_extractf128_ps(macc, 1), _MM_SHUFFLE(3, 1, 3, 1));
+    const __m128 m_lo = _mm256_castps256_ps128(macc), m_hi = _mm256_extractf128_ps(macc, 1);
+    const __m128 m = _mm_shuffle_ps(m_lo, m_hi, _MM_SHUFFLE(3, 1, 3, 1));
     return _mm_add_ps(s, m);
 }
 
@@ -274,7 +286,8 @@ inline void dot8(const uint8_t* const* w, const uint8_t* next, const XRow* x, in
             const __m512 dx = _mm512_set1_ps(x[i].d[b]);
             for (int h = 0; h < 2; h++) {
                 acc[i][h] = _mm512_fmadd_ps(_mm512_mul_ps(d[h], dx), _mm512_cvtepi32_ps(f[h]), acc[i][h]);
-                if constexpr (Dec::kUsesSum) macc[i][h] = _mm256_fmadd_ps(dm[h], _mm256_broadcast_ss(x[i].sum + b), macc[i][h]);
+                if constexpr (Dec::kUsesSum)
+                    macc[i][h] = _mm256_fmadd_ps(dm[h], _mm256_broadcast_ss(x[i].sum + b), macc[i][h]);
             }
         }
     }
@@ -448,7 +461,9 @@ Cost matmul_v4_int_ymm(const TensorView& W, const QuantizedRows& X, float* Y) {
     return matmul_int_cost(W, X.m);
 }
 
-RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y) { return int_row_job(W, X, Y, int_zmm_kernel()); }
+RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y) {
+    return int_row_job(W, X, Y, int_zmm_kernel());
+}
 
 RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, bool zmm) {
     check(W, X, "matmul_v4_int");
