@@ -4,6 +4,7 @@
 // (Q4_1's minimum multiplies it). Each block's dot product with a weight block is then formed
 // exactly in int32 (AVX2 madd_epi16, or AVX-VNNI dpwssd where the CPU has it) and scaled once:
 //   Q4_0:  d_w * d_x * sum (n - 8) q          Q8_0:  d_w * d_x * sum w q
+//          (the AVX2 kernel forms sum n q - 8 sum q, the same integer)
 //   Q4_1:  d_w * d_x * sum n q + m_w * sum x
 // Why 16 bits and not 8 as llama.cpp does: SmolLM2's activations have outliers that make 8-bit
 // blocks coarse; against the f32 path 8 bits gave a mean KL divergence of 1.2e-2 over its
