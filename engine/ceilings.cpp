@@ -148,6 +148,7 @@ std::string gpu_ceilings_path() {
 
 std::string ceilings_to_json(const Ceilings& c) {
     nlohmann::ordered_json j;
+    j["probe_version"] = c.version;
     j["device"] = c.device;
     j["threads"] = c.threads;
     j["bandwidth_gbs"] = c.bandwidth_gbs;
@@ -162,6 +163,7 @@ std::string ceilings_to_json(const Ceilings& c) {
     j["ridge_point"] = c.ridge_point();  // derived (peak / bandwidth), for readers; not read back
     j["quick"] = c.quick;
     j["bandwidth_buffer_bytes"] = c.bandwidth_bytes;
+    if (c.device == "cpu") j["bandwidth_huge_page_bytes"] = c.bandwidth_huge_bytes;
     j["reps"] = c.reps;
     j["cpu"] = c.cpu;
     j["measured_at"] = c.measured_at;
@@ -181,6 +183,7 @@ std::optional<Ceilings> load_ceilings(const std::string& path) {
     try {
         const nlohmann::json j = nlohmann::json::parse(text.str());
         if (!j.is_object()) throw Error("not a JSON object");
+        c.version = j.value("probe_version", 1);
         c.device = j.value("device", std::string("cpu"));
         if (c.device != "cpu" && c.device != "cuda") throw Error("device '" + c.device + "' is not cpu or cuda");
         c.threads = j.at("threads").get<int>();
@@ -193,6 +196,7 @@ std::optional<Ceilings> load_ceilings(const std::string& path) {
         c.reference_name = j.value("reference_name", std::string());
         c.quick = j.value("quick", false);
         c.bandwidth_bytes = j.value("bandwidth_buffer_bytes", size_t(0));
+        c.bandwidth_huge_bytes = j.value("bandwidth_huge_page_bytes", size_t(0));
         c.reps = j.value("reps", 0);
         c.cpu = j.value("cpu", std::string());
         c.measured_at = j.value("measured_at", std::string());
@@ -250,7 +254,7 @@ Ceilings measure_ceilings(const ProbeOptions& opt) {
     c.reps = reps;
     c.cpu = cpu_name();
 
-    const std::vector<ProbeSample> bw = probe_read_bandwidth(bw_bytes, reps, opt.threads);
+    const std::vector<ProbeSample> bw = probe_read_bandwidth(bw_bytes, reps, opt.threads, &c.bandwidth_huge_bytes);
     if (bw.empty()) throw Error("probe: cannot allocate " + std::to_string(bw_bytes) + " bytes for the bandwidth buffer");
     c.bandwidth_gbs = median_value(bw);
     c.bandwidth_spread = spread(bw, c.bandwidth_gbs);
@@ -283,7 +287,8 @@ Ceilings gpu_ceilings_for(bool* measured_now) {
 
 Ceilings ceilings_for(int threads, bool* measured_now) {
     const std::string path = default_ceilings_path(threads);
-    if (std::optional<Ceilings> saved = load_ceilings(path); saved && saved->threads == threads && saved->device == "cpu") {
+    const std::optional<Ceilings> saved = load_ceilings(path);
+    if (saved && saved->threads == threads && saved->device == "cpu" && saved->version >= kProbeVersion) {
         if (measured_now) *measured_now = false;
         return *saved;
     }

@@ -7,7 +7,12 @@
 
 namespace ridge {
 
+// How the CPU probe measures, for telling saved files of an older way: 2 since its bandwidth buffer
+// asks for 2 MiB pages (1: 4 KiB pages, which here read 8-14% slower than the weights' mapping).
+inline constexpr int kProbeVersion = 2;
+
 struct Ceilings {
+    int version = kProbeVersion;   // the probe that measured them (files without one: 1)
     std::string device = "cpu";    // "cpu", or "cuda" (ridge probe --device cuda)
     int threads = 0;               // CPU threads; on a GPU its multiprocessors
     double bandwidth_gbs = 0;      // sustained read bandwidth, GB/s (median of repetitions)
@@ -21,6 +26,7 @@ struct Ceilings {
     std::string measured_at;       // ISO 8601 time
     bool quick = false;            // measured with ProbeOptions::quick (smaller, fewer repetitions)
     size_t bandwidth_bytes = 0;    // size of the buffer the bandwidth probe streamed
+    size_t bandwidth_huge_bytes = 0;  // how much of it the kernel backed with 2 MiB pages (CPU)
     int reps = 0;                  // repetitions of the bandwidth and FMA probes
     std::string path;              // where it was loaded from / saved to (not serialized)
 
@@ -50,7 +56,8 @@ struct ProbeOptions {
 Ceilings measure_ceilings(const ProbeOptions& opt);
 
 // The saved ceilings for `threads`, or measured now (full probe, a few seconds) and saved when
-// none are saved or the saved file is for another thread count ($RIDGE_PROBE_FILE names one file).
+// none are saved, or the saved file is for another thread count or from an older probe
+// ($RIDGE_PROBE_FILE names one file).
 Ceilings ceilings_for(int threads, bool* measured_now = nullptr);
 // The same for the GPU (measure_gpu_ceilings, engine/gpu.h; ridge::Error without a usable GPU).
 Ceilings gpu_ceilings_for(bool* measured_now = nullptr);

@@ -44,6 +44,11 @@ TEST(CliProbe, JsonIsTheSavedFileAndLoads) {
     EXPECT_EQ(c->measured_at, j["measured_at"]);
     EXPECT_EQ(c->bandwidth_bytes, j["bandwidth_buffer_bytes"].get<size_t>());
     EXPECT_EQ(c->reps, j["reps"].get<int>());
+    EXPECT_EQ(j["probe_version"], ridge::kProbeVersion);
+    EXPECT_EQ(c->version, ridge::kProbeVersion);
+    static_assert(cli_test::kProbeFileVersion == ridge::kProbeVersion, "write_probe's files must be current");
+    EXPECT_EQ(c->bandwidth_huge_bytes, j["bandwidth_huge_page_bytes"].get<size_t>());
+    EXPECT_LE(c->bandwidth_huge_bytes, c->bandwidth_bytes);
     for (double v : {c->bandwidth_gbs, c->fma_gflops, c->matmul_gflops}) {
         EXPECT_TRUE(std::isfinite(v));
         EXPECT_GT(v, 0.0);

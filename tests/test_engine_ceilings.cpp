@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <unistd.h>
@@ -27,6 +28,11 @@ std::string scratch(const std::string& name) {
     return dir + "/" + name;
 }
 
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 void write_file(const std::string& path, const std::string& text) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
 }
@@ -43,6 +49,7 @@ Ceilings sample() {
     c.measured_at = "2026-11-29T12:00:00Z";
     c.quick = true;
     c.bandwidth_bytes = size_t(1) << 30;
+    c.bandwidth_huge_bytes = size_t(1000) << 20;
     c.reps = 7;
     return c;
 }
@@ -147,6 +154,9 @@ TEST(Ceilings, QuickProbeGivesPositiveFiniteNumbers) {
     }
     EXPECT_GE(c.bandwidth_spread, 0.0);
     EXPECT_GE(c.bandwidth_bytes, size_t(32) << 20);  // larger than a last-level cache
+    // Whether the kernel backs the buffer with 2 MiB pages is its choice; they are whole pages of it.
+    EXPECT_LE(c.bandwidth_huge_bytes, c.bandwidth_bytes);
+    EXPECT_EQ(c.bandwidth_huge_bytes % (size_t(2) << 20), 0u);
     EXPECT_GE(c.reps, 1);
     EXPECT_FALSE(c.cpu.empty());
     EXPECT_FALSE(c.measured_at.empty());
@@ -174,6 +184,30 @@ TEST(Ceilings, CeilingsForUsesTheSavedFile) {
     EXPECT_FALSE(measured);
     EXPECT_DOUBLE_EQ(got.bandwidth_gbs, 30.0);
     EXPECT_EQ(got.path, path);
+    if (saved) ::setenv("RIDGE_PROBE_FILE", keep.c_str(), 1);
+    else ::unsetenv("RIDGE_PROBE_FILE");
+}
+
+// A file from the probe before 2 MiB pages (no probe_version) is measured again and replaced.
+TEST(Ceilings, CeilingsForMeasuresAgainOverAnOlderProbe) {
+    const std::string path = scratch("older.json");
+    const char* saved = std::getenv("RIDGE_PROBE_FILE");
+    const std::string keep = saved ? saved : "";
+    ::setenv("RIDGE_PROBE_FILE", path.c_str(), 1);
+    Ceilings c = sample();
+    c.bandwidth_gbs = 1e-3;  // no machine reads this slowly, so a measured value differs
+    save_ceilings(c, path);
+    nlohmann::json j = nlohmann::json::parse(read_text(path));
+    EXPECT_EQ(j["probe_version"], kProbeVersion);
+    j.erase("probe_version");
+    write_file(path, j.dump());
+    ASSERT_EQ(load_ceilings(path)->version, 1);
+    bool measured = false;
+    const Ceilings got = ceilings_for(2, &measured);
+    EXPECT_TRUE(measured);
+    EXPECT_GT(got.bandwidth_gbs, 1e-3);
+    EXPECT_EQ(got.version, kProbeVersion);
+    EXPECT_EQ(load_ceilings(path)->version, kProbeVersion);
     if (saved) ::setenv("RIDGE_PROBE_FILE", keep.c_str(), 1);
     else ::unsetenv("RIDGE_PROBE_FILE");
 }

@@ -1,6 +1,8 @@
 // MappedFile: the bytes of the file at the mapping, errors naming the path, and large files mapped
-// at a 2 MiB boundary (so the kernel may back them with huge pages; weights/mapped_file.cpp).
+// at a 2 MiB boundary (so the kernel may back them with huge pages; weights/mapped_file.cpp); and
+// huge_page_bytes_at, which the bandwidth probe reads for its anonymous buffer too.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -63,6 +65,31 @@ TEST(MappedFile, LargeFileStartsOnA2MiBBoundaryAndHoldsItsBytes) {
         EXPECT_LE(m->huge_page_bytes(), 12 * kMiB);
         EXPECT_EQ(m->huge_page_bytes() % (2 * kMiB), 0u);
     }
+}
+
+// Three 4 MiB regions of one anonymous mapping, the middle one kept out of huge pages, the outer
+// two offered them; all touched. An address names the mapping that holds it, wherever in it it
+// falls, and the middle one has no 2 MiB page whatever its neighbours got.
+TEST(HugePageBytesAt, NamesTheMappingThatHoldsTheAddress) {
+    const size_t region = 4 * kMiB, size = 3 * region;
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    uint8_t* const base = static_cast<uint8_t*>(p);
+    ::madvise(base, region, MADV_HUGEPAGE);  // best effort: the kernel may have no THP
+    ASSERT_EQ(::madvise(base + region, region, MADV_NOHUGEPAGE), 0);
+    ::madvise(base + 2 * region, region, MADV_HUGEPAGE);
+    for (size_t i = 0; i < size; i += 4096) base[i] = uint8_t(i);
+    EXPECT_EQ(ridge::huge_page_bytes_at(base + region), 0u);
+    EXPECT_EQ(ridge::huge_page_bytes_at(base + region + region / 2), 0u);
+    for (uint8_t* at : {base, base + 2 * region}) {
+        const size_t got = ridge::huge_page_bytes_at(at);
+        EXPECT_LE(got, region);  // the outer regions are mappings of their own, 4 MiB each
+        EXPECT_EQ(got % (2 * kMiB), 0u);
+        EXPECT_EQ(ridge::huge_page_bytes_at(at + region - 1), got);  // its last byte names it too
+        std::printf("huge pages at +%zu MiB: %zu MiB\n", size_t(at - base) / kMiB, got / kMiB);
+    }
+    ::munmap(p, size);
+    EXPECT_EQ(ridge::huge_page_bytes_at(base + region), 0u);  // no mapping there any more
 }
 
 TEST(MappedFile, ErrorsNameThePath) {

@@ -47,8 +47,10 @@ void print_gpu_ceilings(const Ceilings& c) {
 void print_ceilings(const Ceilings& c) {
     std::printf("cpu: %s\n", c.cpu.c_str());
     std::printf("threads: %d%s\n", c.threads, c.quick ? " (quick probe: smaller buffer, fewer repetitions)" : "");
-    std::printf("bandwidth: %.1f GB/s  (streaming read of %zu MiB, median of %d, spread %.0f%%)\n", c.bandwidth_gbs,
-                c.bandwidth_bytes >> 20, c.reps, 100.0 * c.bandwidth_spread);
+    std::printf("bandwidth: %.1f GB/s  (streaming read of %zu MiB, %zu MiB of it in 2 MiB pages, median of %d, "
+                "spread %.0f%%)\n",
+                c.bandwidth_gbs, c.bandwidth_bytes >> 20, c.bandwidth_huge_bytes >> 20, c.reps,
+                100.0 * c.bandwidth_spread);
     std::printf("fma peak: %.1f GFLOP/s  (independent %d-lane FMA chains, the compute ceiling)\n", c.fma_gflops,
                 kProbeFmaLanes);
     std::printf("matmul: %.1f GFLOP/s  (%s, %.0f%% of the FMA peak)\n", c.matmul_gflops, c.matmul_name.c_str(),

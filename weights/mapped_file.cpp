@@ -4,9 +4,9 @@
 // Huge pages. Decode streams every weight once per token, so the rate at which the mapped file can
 // be read bounds it. Here (2 cores of a shared Zen 3 EPYC, Linux 6.18, ext4) a plain 2-thread read
 // of SmolLM2 Q4_1 through the page cache in 4 KiB pages ran at 21-24 GB/s, and the same bytes held
-// in 2 MiB folios and mapped through 2 MiB page-table entries at 25-32 GB/s (4 alternating pairs);
-// anonymous memory (`ridge probe`'s buffer) reads at 26-32 either way. Decode: 11% faster (paired
-// median of 10 alternating runs, 10 of 10 faster). Fewer TLB misses, and hardware prefetchers that
+// in 2 MiB folios and mapped through 2 MiB page-table entries at 25-32 GB/s (4 alternating pairs).
+// Decode: 11% faster (paired median of 10 alternating runs, 10 of 10 faster). Anonymous memory
+// gains too (8-14% on 2026-12-03, kernels/cpu/probe.cpp), so `ridge probe` reads 2 MiB pages. Fewer TLB misses, and hardware prefetchers that
 // stop at page boundaries, are the likely reasons.
 // The kernel maps a file so when it is read through a mapping marked MADV_HUGEPAGE whose address
 // and file offset agree modulo 2 MiB, if the filesystem keeps large folios (ext4, xfs on recent
@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -63,8 +64,8 @@ void* map_file(int fd, size_t size) {
 }
 
 // Whether the 2 MiB at `at` (aligned, inside a mapping from map_file) are one huge page: touches
-// them and asks /proc/self/smaps how much of the mapping at `base` is file memory mapped in 2 MiB
-// entries. The other regions of a fresh mapping are untouched, so any counted are this one.
+// them and asks /proc/self/smaps how much of the mapping at `base` is mapped in 2 MiB entries.
+// The other regions of a fresh mapping are untouched, so any counted are this one.
 bool huge_page_at(const uint8_t* base, const uint8_t* at) {
     const volatile uint8_t* v = at;
     (void)v[0];
@@ -73,11 +74,11 @@ bool huge_page_at(const uint8_t* base, const uint8_t* at) {
 
 }  // namespace
 
-size_t huge_page_bytes_at(const void* base) {
-    char head[32];
-    std::snprintf(head, sizeof(head), "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(base)));
+size_t huge_page_bytes_at(const void* addr) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
     std::ifstream smaps("/proc/self/smaps");
     bool in_vma = false;
+    size_t bytes = 0;
     for (std::string line; std::getline(smaps, line);) {
         // A mapping's first line starts with its address range in lower-case hex ("7f12...-7f13... r--p");
         // the fields after it start with a capitalized name ("FilePmdMapped:   2048 kB").
@@ -85,12 +86,17 @@ size_t huge_page_bytes_at(const void* base) {
                              !std::isupper(static_cast<unsigned char>(line[0])) && line.find('-') < line.find(' ');
         if (is_head) {
             if (in_vma) break;
-            in_vma = line.rfind(head, 0) == 0;
-        } else if (in_vma && line.rfind("FilePmdMapped:", 0) == 0) {
-            return size_t(std::strtoull(line.c_str() + 14, nullptr, 10)) * 1024;
+            char* end = nullptr;
+            const uintptr_t lo = std::strtoull(line.c_str(), &end, 16);
+            const uintptr_t hi = *end == '-' ? std::strtoull(end + 1, nullptr, 16) : 0;
+            in_vma = lo <= a && a < hi;
+        } else if (in_vma) {
+            for (const char* field : {"FilePmdMapped:", "AnonHugePages:"})
+                if (line.rfind(field, 0) == 0)
+                    bytes += size_t(std::strtoull(line.c_str() + std::strlen(field), nullptr, 10)) * 1024;
         }
     }
-    return 0;
+    return bytes;
 }
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {

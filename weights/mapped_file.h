@@ -12,8 +12,9 @@ namespace ridge {
 // A huge page: 2 MiB on x86-64 and arm64 (4 KiB base). Mapped files and the KV cache start on one.
 inline constexpr size_t kHugePage = size_t(2) << 20;
 
-// The FilePmdMapped bytes of the mapping that starts at base (/proc/self/smaps), 0 if none.
-size_t huge_page_bytes_at(const void* base);
+// The bytes of the mapping that holds addr which are mapped through 2 MiB pages (/proc/self/smaps:
+// FilePmdMapped for a file, AnonHugePages for anonymous memory), 0 if none or no such mapping.
+size_t huge_page_bytes_at(const void* addr);
 
 class MappedFile {
 public:

@@ -12,9 +12,11 @@ struct ProbeSample {
     double value = 0;  // GB/s or GFLOP/s
 };
 
-// Reads `bytes` of memory `reps` times with `threads` threads; one sample per repetition.
+// Reads `bytes` of memory `reps` times with `threads` threads; one sample per repetition. The buffer
+// asks for 2 MiB pages, as the weights' mapping does; *huge_page_bytes (when given) gets how many of
+// its bytes the kernel backed with them.
 // Cost: FLOPs ~ bytes/4 (one add per float); bytes read = bytes per repetition.
-std::vector<ProbeSample> probe_read_bandwidth(size_t bytes, int reps, int threads);
+std::vector<ProbeSample> probe_read_bandwidth(size_t bytes, int reps, int threads, size_t* huge_page_bytes = nullptr);
 
 // Lanes of the widest float vector this build targets: 16 with AVX-512, else 8 (AVX2, or the
 // plain C++ fallback written 8 wide).
