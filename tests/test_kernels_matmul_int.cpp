@@ -1,6 +1,6 @@
 // Integer activations (kernels/cpu/matmul_int.h): the quantizer by hand, the scalar twin on exact
 // integers and within the rounding bound of the f32 reference, v4 against its twin for odd sizes,
-// and matmul()'s choice of path.
+// one row of X against the same row in a batch, and matmul()'s choice of path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -184,6 +184,34 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
         EXPECT_EQ(via, got) << where;
         EXPECT_DOUBLE_EQ(mc.act_read, gc.act_read);
         EXPECT_DOUBLE_EQ(cpu::matmul_cost(W.view, cs.m, true).act_read, gc.act_read);
+    }
+}
+
+// One row of X (decode: the rows of a thread's share in 4 long runs, one per lane) gives, bit for
+// bit, what the same row gives among others (groups of neighbouring rows, 2 rows of X at a time):
+// each output takes the same operations in the same order wherever its row falls. Row counts that
+// leave no remainder and 1-3 rows after the runs, with one thread and with two (kParallelMinWork
+// is passed from 57 rows of 576).
+TEST_P(MatmulIntTypes, OneRowOfXIsTheSameAsInABatch) {
+    const DType t = GetParam();
+    if (!cpu::int_simd_types(t)) GTEST_SKIP() << "no AVX2 in this build";
+    const int64_t k = 576, m = 3;
+    uint32_t seed = 777;
+    for (int64_t n : {4, 7, 64, 401, 2050, 2051}) {
+        const test::OwnedWeight W = test::random_weight(t, n, k, seed++);
+        const std::vector<float> X = test::random_floats(size_t(m * k), seed++, -4.0f, 4.0f);
+        QuantizedRows all;
+        cpu::quantize_rows(X.data(), m, k, all);
+        std::vector<float> batch(size_t(m * n));
+        cpu::matmul_v4_int(W.view, all, batch.data());
+        for (int64_t i = 0; i < m; i++) {
+            QuantizedRows one;
+            cpu::quantize_rows(X.data() + i * k, 1, k, one);
+            std::vector<float> y(size_t(n), -99.0f);
+            cpu::matmul_v4_int(W.view, one, y.data());
+            for (int64_t j = 0; j < n; j++)
+                ASSERT_EQ(y[size_t(j)], batch[size_t(i * n + j)]) << dtype_name(t) << " n=" << n << " row " << i << " output " << j;
+        }
     }
 }
 

@@ -186,22 +186,24 @@ struct XRow {
 // 32 no better; no prefetch at all halved it).
 constexpr int64_t kPrefetchRows = 12;
 
-// 4 weight rows w[0..4) (the bytes to prefetch at next) times M rows of X into y[i * y_stride + r],
-// one block of every row at a time: the 4 rows' integer dot products with X's block fold into one
-// vector (two lanes per row, as fold4 lays them out), converted once and scaled by d_w * d_x lane
-// by lane; Q4_1's mn * sum_x goes to an accumulator of its own (its odd lanes, as scales4 lays the
-// mn out), and a row's two lanes and its mn lane are added at the end. The rows ride in lanes, so
-// a row has no tail of blocks and no horizontal sum of its own (SmolLM2's rows are 18 blocks long),
-// and each block of X, loaded once, serves 4 rows. Every (weight row, X row) pair takes the same
-// operations in the same order whatever its group and M are.
+// 4 weight rows w[0..4) (the bytes to prefetch at next, if any) times M rows of X into
+// y[i * y_stride + r * y_lane], one block of every row at a time: the 4 rows' integer dot products
+// with X's block fold into one vector (two lanes per row, as fold4 lays them out), converted once
+// and scaled by d_w * d_x lane by lane; Q4_1's mn * sum_x goes to an accumulator of its own (its
+// odd lanes, as scales4 lays the mn out), and a row's two lanes and its mn lane are added at the
+// end. The rows ride in lanes (any 4 rows, anywhere in W), so a row has no tail of blocks and no
+// horizontal sum of its own (SmolLM2's rows are 18 blocks long), and each block of X, loaded once,
+// serves 4 rows. Every (weight row, X row) pair takes the same operations in the same order
+// whatever its group, its lane and M are.
 template <class Dec, int M>
-inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, int64_t nb, float* y, int64_t y_stride) {
+inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, int64_t nb, float* y, int64_t y_stride,
+                 int64_t y_lane = 1) {
     __m256 acc[M], macc[M];
     for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps(), macc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         Codes wq[4];
         for (int r = 0; r < 4; r++) {
-            _mm_prefetch(reinterpret_cast<const char*>(next) + size_t(4 * b + r) * Dec::kBlockBytes, _MM_HINT_T0);
+            if (next) _mm_prefetch(reinterpret_cast<const char*>(next) + size_t(4 * b + r) * Dec::kBlockBytes, _MM_HINT_T0);
             wq[r] = Dec::decode(w[r], b);
         }
         const __m256 dm = scales4<Dec>(w, b);                                     // d0 m0 d1 m1 | d2 m2 d3 m3
@@ -226,7 +228,13 @@ inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, in
         __m256 t = _mm256_add_ps(acc[i], _mm256_permute_ps(acc[i], _MM_SHUFFLE(1, 0, 3, 2)));  // r0 r1 . . | r2 r3 . .
         if constexpr (Dec::kUsesSum) t = _mm256_add_ps(t, _mm256_permute_ps(macc[i], _MM_SHUFFLE(3, 1, 3, 1)));
         const __m128 lo = _mm256_castps256_ps128(t), hi = _mm256_extractf128_ps(t, 1);
-        _mm_storeu_ps(y + i * y_stride, _mm_movelh_ps(lo, hi));
+        if (y_lane == 1) {
+            _mm_storeu_ps(y + i * y_stride, _mm_movelh_ps(lo, hi));
+        } else {
+            alignas(16) float out[4];
+            _mm_store_ps(out, _mm_movelh_ps(lo, hi));
+            for (int r = 0; r < 4; r++) y[i * y_stride + r * y_lane] = out[r];
+        }
     }
 }
 
@@ -330,15 +338,28 @@ const int32_t* code_sums(const QuantizedRows& X) {
 }
 
 // Output rows [j0, j1) (j0 a multiple of kRows), kRows = 4 (dot4) or 8 (dot8) weight rows per
-// pass (a short last group padded), the rows of X 2 at a time. The share's first kPrefetchRows
-// rows are prefetched up front (SmolLM2 Q4_1 decode on the Zen 5, 20 alternating pairs: faster in
-// 17, medians 396 -> 401 and 409 -> 425 t/s in two sets of 10).
+// pass (a short last group padded), the rows of X 2 at a time.
+//
+// Decode (one row of X) on ymm reads its share as 4 runs of whole rows, one per lane: with g =
+// (j1 - j0) / 4, lane r takes rows j0 + r g, j0 + r g + 1, ... one after another, so each lane
+// streams one long run of memory, which the hardware prefetchers follow, and the kernel asks for
+// nothing itself. A group of 4 neighbouring rows instead reads 4 runs of one row each (360-612
+// bytes) side by side, which they do not follow: there the bytes kPrefetchRows rows ahead are
+// prefetched (without that 2.4 times slower), and that pattern alone, loads and prefetches without
+// the arithmetic, took 1.12-1.15 times as long as a plain read of the same bytes, the 4 runs
+// 0.91-0.93 times (2 threads, SmolLM2's 30 MB Q8_0 head from DRAM, medians of 5 x 10 calls; the
+// Zen 3, 2026-12-03). The head itself went from 1.14-1.16 to 0.96-0.98 times the read, and
+// SmolLM2 Q4_1 decode from 170.6 to 193.3 t/s (5 alternating pairs, medians, a busy hour). The
+// zmm path (dot8, measured on a Zen 5 only, where no prefetch at all halved decode) keeps its
+// groups of neighbours, the share's first kPrefetchRows rows prefetched up front (SmolLM2 Q4_1
+// decode on the Zen 5, 20 alternating pairs: faster in 17, medians 396 -> 401 and 409 -> 425 t/s
+// in two sets of 10).
 //
 // The loops read W and X through locals: Y's stores go through intrinsics, which may alias
-// anything, and the compiler would otherwise reload W's and X's fields at every group. Decode (one
-// row of X) sends its whole groups straight to the kernel, outside for_row_groups: the same loop
-// inside for_row_groups (its functors by value) ran 3% slower, 13.2 against 12.9 us a call. On the
-// Zen 3, one thread, a 576 x 576 Q4_1 matrix in L2, with the file's loops 64-byte aligned (see
+// anything, and the compiler would otherwise reload W's and X's fields at every group. Decode
+// sends its whole groups straight to the kernel, outside for_row_groups: the same loop inside
+// for_row_groups (its functors by value) ran 3% slower, 13.2 against 12.9 us a call. On the Zen 3,
+// one thread, a 576 x 576 Q4_1 matrix in L2, with the file's loops 64-byte aligned (see
 // CMakeLists.txt): 13.75 -> 12.85 us a call (1.32 -> 1.24 ns a block); SmolLM2 Q4_1 decode
 // 260.4 -> 266.8 t/s (6 alternating pairs, medians).
 template <class Dec, int kRows>
@@ -346,19 +367,29 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
     const int64_t n = W.ne(1), k = X.k, nb = k / 32;
     const size_t rb = row_bytes(W.type, k);
     const uint8_t* const data = W.data;
-    {  // the first rows of this share, which no earlier group prefetched: asked for all at once
-        const char* first = reinterpret_cast<const char*>(data + size_t(j0) * rb);
-        const size_t bytes = size_t(std::min<int64_t>(kPrefetchRows, j1 - j0)) * rb;
-        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(first + o, _MM_HINT_T0);
-    }
     const bool offset = Dec::kOffsetByCodeSum && kRows == 4;  // dot8's Q4_0 decoder takes the 8 off itself
     const XRow x0{X.codes(0), X.scales(0), X.sums(0), offset ? code_sums(X) : nullptr};
-    if (X.m == 1)
-        for (; j0 + kRows <= j1; j0 += kRows) {
-            const uint8_t* w[kRows];
-            for (int r = 0; r < kRows; r++) w[r] = data + size_t(j0 + r) * rb;
-            dot_rows<Dec, kRows, 1>(w, rb, &x0, nb, Y + j0, n);
+    if (X.m == 1 && kRows == 4) {  // lane r: rows j0 + r g + i, i = 0 .. g - 1
+        const int64_t g = (j1 - j0) / 4;
+        for (int64_t i = 0; i < g; i++) {
+            const uint8_t* w[4];
+            for (int r = 0; r < 4; r++) w[r] = data + size_t(j0 + r * g + i) * rb;
+            dot4<Dec, 1>(w, nullptr, &x0, nb, Y + j0 + i, n, g);
         }
+        j0 += 4 * g;
+    } else {
+        {  // the first rows of this share, which no earlier group prefetched: asked for all at once
+            const char* first = reinterpret_cast<const char*>(data + size_t(j0) * rb);
+            const size_t bytes = size_t(std::min<int64_t>(kPrefetchRows, j1 - j0)) * rb;
+            for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(first + o, _MM_HINT_T0);
+        }
+        if (X.m == 1)
+            for (; j0 + kRows <= j1; j0 += kRows) {
+                const uint8_t* w[kRows];
+                for (int r = 0; r < kRows; r++) w[r] = data + size_t(j0 + r) * rb;
+                dot_rows<Dec, kRows, 1>(w, rb, &x0, nb, Y + j0, n);
+            }
+    }
     for_row_groups<kRows, 2, true>(
         j0, j1, X.m, n, Y, [data, rb](int64_t j) { return data + size_t(j) * rb; },
         [x0, k, nb, rb]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
