@@ -172,11 +172,28 @@ TEST(Ceilings, BadProbeOptionsAreErrors) {
     EXPECT_THROW(measure_ceilings(opt), Error);
 }
 
+// $RIDGE_PROBE_FILE set to a path for a scope, and as it was after.
+class ProbeFileEnv {
+public:
+    explicit ProbeFileEnv(const std::string& path) {
+        if (const char* v = std::getenv("RIDGE_PROBE_FILE")) had_ = true, old_ = v;
+        ::setenv("RIDGE_PROBE_FILE", path.c_str(), 1);
+    }
+    ~ProbeFileEnv() {
+        if (had_) ::setenv("RIDGE_PROBE_FILE", old_.c_str(), 1);
+        else ::unsetenv("RIDGE_PROBE_FILE");
+    }
+    ProbeFileEnv(const ProbeFileEnv&) = delete;
+    ProbeFileEnv& operator=(const ProbeFileEnv&) = delete;
+
+private:
+    bool had_ = false;
+    std::string old_;
+};
+
 TEST(Ceilings, CeilingsForUsesTheSavedFile) {
     const std::string path = scratch("for.json");
-    const char* saved = std::getenv("RIDGE_PROBE_FILE");
-    const std::string keep = saved ? saved : "";
-    ::setenv("RIDGE_PROBE_FILE", path.c_str(), 1);
+    const ProbeFileEnv env(path);
     Ceilings c = sample();
     save_ceilings(c, path);
     bool measured = true;
@@ -184,16 +201,12 @@ TEST(Ceilings, CeilingsForUsesTheSavedFile) {
     EXPECT_FALSE(measured);
     EXPECT_DOUBLE_EQ(got.bandwidth_gbs, 30.0);
     EXPECT_EQ(got.path, path);
-    if (saved) ::setenv("RIDGE_PROBE_FILE", keep.c_str(), 1);
-    else ::unsetenv("RIDGE_PROBE_FILE");
 }
 
 // A file from the probe before 2 MiB pages (no probe_version) is measured again and replaced.
 TEST(Ceilings, CeilingsForMeasuresAgainOverAnOlderProbe) {
     const std::string path = scratch("older.json");
-    const char* saved = std::getenv("RIDGE_PROBE_FILE");
-    const std::string keep = saved ? saved : "";
-    ::setenv("RIDGE_PROBE_FILE", path.c_str(), 1);
+    const ProbeFileEnv env(path);
     Ceilings c = sample();
     c.bandwidth_gbs = 1e-3;  // no machine reads this slowly, so a measured value differs
     save_ceilings(c, path);
@@ -208,8 +221,6 @@ TEST(Ceilings, CeilingsForMeasuresAgainOverAnOlderProbe) {
     EXPECT_GT(got.bandwidth_gbs, 1e-3);
     EXPECT_EQ(got.version, kProbeVersion);
     EXPECT_EQ(load_ceilings(path)->version, kProbeVersion);
-    if (saved) ::setenv("RIDGE_PROBE_FILE", keep.c_str(), 1);
-    else ::unsetenv("RIDGE_PROBE_FILE");
 }
 
 }  // namespace
