@@ -347,9 +347,10 @@ const int32_t* code_sums(const QuantizedRows& X) {
 // bytes) side by side, which they do not follow: there the bytes kPrefetchRows rows ahead are
 // prefetched (without that 2.4 times slower), and that pattern alone, loads and prefetches without
 // the arithmetic, took 1.12-1.15 times as long as a plain read of the same bytes, the 4 runs
-// 0.91-0.93 times (2 threads, SmolLM2's 30 MB Q8_0 head from DRAM, medians of 5 x 10 calls; the
-// Zen 3, 2026-12-03). The head itself went from 1.14-1.16 to 0.96-0.98 times the read, and
-// SmolLM2 Q4_1 decode from 170.6 to 193.3 t/s (5 alternating pairs, medians, a busy hour). The
+// 0.91-0.93 times (2 threads, SmolLM2's 30 MB Q8_0 head from DRAM, medians of 100 calls; the
+// Zen 3, 2026-12-03). The head itself went from 1.14-1.16 to 0.96-0.98 times the read; SmolLM2
+// decode, Q4_1 from 167.6 to 185.0 t/s and Q8_0 from 157.7 to 200.6 (8 and 5 alternating pairs,
+// faster in each, medians), Q4_0 (nearer its compute limit) 232.2 to 234.5. The
 // zmm path (dot8, measured on a Zen 5 only, where no prefetch at all halved decode) keeps its
 // groups of neighbours, the share's first kPrefetchRows rows prefetched up front (SmolLM2 Q4_1
 // decode on the Zen 5, 20 alternating pairs: faster in 17, medians 396 -> 401 and 409 -> 425 t/s
