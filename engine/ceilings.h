@@ -8,7 +8,7 @@
 namespace ridge {
 
 // How the CPU probe measures, for telling saved files of an older way: 2 since its bandwidth buffer
-// asks for 2 MiB pages (1: 4 KiB pages, which here read 8-14% slower than the weights' mapping).
+// asks for 2 MiB pages (1: 4 KiB pages, which here read 6-15% slower than the weights' mapping).
 inline constexpr int kProbeVersion = 2;
 
 struct Ceilings {
@@ -26,7 +26,7 @@ struct Ceilings {
     std::string measured_at;       // ISO 8601 time
     bool quick = false;            // measured with ProbeOptions::quick (smaller, fewer repetitions)
     size_t bandwidth_bytes = 0;    // size of the buffer the bandwidth probe streamed
-    size_t bandwidth_huge_bytes = 0;  // how much of it the kernel backed with 2 MiB pages (CPU)
+    size_t bandwidth_huge_bytes = 0;  // of it, the bytes the kernel backed with 2 MiB pages (CPU)
     int reps = 0;                  // repetitions of the bandwidth and FMA probes
     std::string path;              // where it was loaded from / saved to (not serialized)
 
