@@ -178,9 +178,10 @@ struct XRow {
     const int32_t* code_sum;  // (k/32) 4 * each block's sum of codes (Q4_0's offset; else unused)
 };
 
-// The rows of a group lie one after another in memory, and the groups follow one another: while a
-// group is read, the bytes kPrefetchRows rows ahead are prefetched at the same pace (a block's
-// bytes for each row a step). 4 rows ahead (1440 bytes of SmolLM2's Q4_1 q) left decode waiting
+// Where a group is 4 (or 8) neighbouring rows (the rows of X 2 at a time, and dot8's decode; ymm
+// decode reads long runs of rows instead, see v4_rows), its rows lie one after another in memory
+// and the groups follow one another: while a group is read, the bytes kPrefetchRows rows ahead are
+// prefetched at the same pace (a block's bytes for each row a step). 4 rows ahead (1440 bytes of SmolLM2's Q4_1 q) left decode waiting
 // on memory: on a Zen 5 at 63 GB/s, 12 rows ahead took SmolLM2 Q4_1 decode from a median of 278
 // to 313 t/s (8 alternating runs of the 4-row kernel; 8 and 16 rows in between and alike, 24 and
 // 32 no better; no prefetch at all halved it).
@@ -350,11 +351,11 @@ const int32_t* code_sums(const QuantizedRows& X) {
 // 0.91-0.93 times (2 threads, SmolLM2's 30 MB Q8_0 head from DRAM, medians of 100 calls; the
 // Zen 3, 2026-12-03). The head itself went from 1.14-1.16 to 0.96-0.98 times the read; SmolLM2
 // decode, Q4_1 from 167.6 to 185.0 t/s and Q8_0 from 157.7 to 200.6 (8 and 5 alternating pairs,
-// faster in each, medians), Q4_0 (nearer its compute limit) 232.2 to 234.5. The
-// zmm path (dot8, measured on a Zen 5 only, where no prefetch at all halved decode) keeps its
-// groups of neighbours, the share's first kPrefetchRows rows prefetched up front (SmolLM2 Q4_1
-// decode on the Zen 5, 20 alternating pairs: faster in 17, medians 396 -> 401 and 409 -> 425 t/s
-// in two sets of 10).
+// faster in each, medians), Q4_0 (nearer its compute limit) 232.2 to 234.5. The zmm path (dot8,
+// measured on a Zen 5 only, where no prefetch at all halved decode) keeps its groups of
+// neighbours, the share's first kPrefetchRows rows prefetched up front (SmolLM2 Q4_1 decode on the
+// Zen 5, 20 alternating pairs: faster in 17, medians 396 -> 401 and 409 -> 425 t/s in two sets of
+// 10); the runs are untried there, as they are for the rows of X 2 at a time.
 //
 // The loops read W and X through locals: Y's stores go through intrinsics, which may alias
 // anything, and the compiler would otherwise reload W's and X's fields at every group. Decode
