@@ -2,6 +2,7 @@
 // at a 2 MiB boundary (so the kernel may back them with huge pages; weights/mapped_file.cpp); and
 // huge_page_bytes_at, which the bandwidth probe reads for its anonymous buffer too.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -65,6 +66,48 @@ TEST(MappedFile, LargeFileStartsOnA2MiBBoundaryAndHoldsItsBytes) {
         EXPECT_LE(m->huge_page_bytes(), 12 * kMiB);
         EXPECT_EQ(m->huge_page_bytes() % (2 * kMiB), 0u);
     }
+}
+
+// A file of 8 whole 2 MiB regions left in the page cache with region 1 in a huge folio and regions
+// 2-7 in 4 KiB ones (read with readahead off), as another program's reads can leave a model: open()
+// must find the small ones, not just look at region 1, and the whole file must come back in huge
+// pages. Skipped where the kernel or the filesystem under /tmp gives files no huge pages.
+TEST(MappedFile, FileCachedPartlyInSmallPagesComesBackHuge) {
+    const size_t region = 2 * kMiB, regions = 8;
+    const auto bytes = pattern(regions * region);
+    TempFile f(bytes);
+    const int fd = ::open(f.path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ::fdatasync(fd);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    {
+        // Region 1 read through an aligned mapping marked for huge pages, as open() maps.
+        void* r = ::mmap(nullptr, (regions + 1) * region, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(r, MAP_FAILED);
+        uint8_t* const at = static_cast<uint8_t*>(r) + (region - reinterpret_cast<uintptr_t>(r) % region) % region;
+        ASSERT_NE(::mmap(at, regions * region, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0), MAP_FAILED);
+        ::madvise(at, regions * region, MADV_HUGEPAGE);
+        EXPECT_EQ(at[region], bytes[region]);
+        const size_t huge = ridge::huge_page_bytes_at(at);
+        ::munmap(r, (regions + 1) * region);
+        if (huge != region) {
+            ::close(fd);
+            GTEST_SKIP() << "this kernel or filesystem gives files no huge pages";
+        }
+    }
+    ::close(fd);
+    // A new open file: the mapping's readahead state (huge folios ahead) stays with the old one.
+    const int rd = ::open(f.path.c_str(), O_RDONLY);
+    ASSERT_GE(rd, 0);
+    ASSERT_EQ(::posix_fadvise(rd, 0, 0, POSIX_FADV_RANDOM), 0);
+    std::vector<uint8_t> page(4096);
+    for (size_t off = 2 * region; off < bytes.size(); off += page.size())
+        ASSERT_EQ(::pread(rd, page.data(), page.size(), off_t(off)), ssize_t(page.size()));
+    ::close(rd);
+
+    const auto m = MappedFile::open(f.path);
+    EXPECT_EQ(std::vector<uint8_t>(m->data(), m->data() + m->size()), bytes);
+    EXPECT_EQ(m->huge_page_bytes(), bytes.size());
 }
 
 // Three 4 MiB regions of one anonymous mapping, the middle one kept out of huge pages, the outer

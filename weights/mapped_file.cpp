@@ -10,13 +10,17 @@
 // stop at page boundaries, are the likely reasons.
 // The kernel maps a file so when it is read through a mapping marked MADV_HUGEPAGE whose address
 // and file offset agree modulo 2 MiB, if the filesystem keeps large folios (ext4, xfs on recent
-// kernels). A file already in the page cache in small pages (just written by unzip, say) stays so,
-// though: then one 2 MiB region is written back if dirty, dropped from the cache and read back
-// through the mapping, and only if it comes back as a huge page is the whole file dropped (clean
-// pages, read again from disk as the forward pass touches them). A kernel or filesystem that cannot
-// costs the re-read of those 2 MiB and nothing else. huge_page_bytes() says what a mapping got.
+// kernels). A file already in the page cache in small pages stays so, though: just written by
+// unzip, or read by another program (llama.cpp, Python) through plain readahead. So open() looks at
+// every region the cache holds (mincore), and if any is in small pages while the kernel can give
+// huge ones (some other region is huge, or one region dropped and read again comes back huge), the
+// whole file is written back if dirty and dropped (clean pages, read again from disk as the forward
+// pass touches them). On 2026-12-03 a SmolLM2 Q4_1 file that llama.cpp had read was 44 of 97 MB in
+// huge pages when only one region was checked. A kernel or filesystem that cannot costs the re-read
+// of 2 MiB and nothing else. huge_page_bytes() says what a mapping got.
 #include "weights/mapped_file.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
@@ -28,6 +32,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 #include "weights/error.h"
 
@@ -63,9 +68,27 @@ void* map_file(int fd, size_t size) {
     return p;
 }
 
-// Whether the 2 MiB at `at` (aligned, inside a mapping from map_file) are one huge page: touches
-// them and asks /proc/self/smaps how much of the mapping at `base` is mapped in 2 MiB entries.
-// The other regions of a fresh mapping are untouched, so any counted are this one.
+// Touches one byte of each whole 2 MiB region of a fresh mapping from map_file that the page cache
+// already holds any page of (mincore), so that the kernel maps it as it is cached (a cached huge
+// folio through one 2 MiB entry, small folios through small ones); reads nothing from disk. Returns
+// how many regions it touched.
+size_t touch_cached_regions(const uint8_t* base, size_t size) {
+    const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> cached(kHugePage / page);
+    size_t touched = 0;
+    for (size_t r = 0; r < size / kHugePage; r++) {
+        const uint8_t* at = base + r * kHugePage;
+        if (::mincore(const_cast<uint8_t*>(at), kHugePage, cached.data()) != 0) continue;
+        if (std::none_of(cached.begin(), cached.end(), [](unsigned char c) { return c & 1; })) continue;
+        const volatile uint8_t* v = at;
+        (void)v[0];
+        touched++;
+    }
+    return touched;
+}
+
+// Whether the 2 MiB at `at` (aligned, inside a fresh mapping from map_file with nothing else
+// touched) come in as one huge page: touches them and asks /proc/self/smaps.
 bool huge_page_at(const uint8_t* base, const uint8_t* at) {
     const volatile uint8_t* v = at;
     (void)v[0];
@@ -119,19 +142,24 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     size_t size = size_t(st.st_size);
     void* p = map_file(fd, size);
     if (p != MAP_FAILED && size >= kHugeMinFile) {
-        // The page cache in small pages? Try one region again; if it comes back huge, the whole file.
+        // Any of the file cached in small pages? If the kernel can give huge ones (it already did to
+        // some region, or one region dropped and read again comes back huge), drop the whole file.
         const auto* base = static_cast<const uint8_t*>(p);
-        if (!huge_page_at(base, base + kHugePage)) {
+        const size_t cached = touch_cached_regions(base, size);
+        const size_t huge = huge_page_bytes_at(base);
+        if (huge < cached * kHugePage) {
             ::munmap(p, size);
             ::fdatasync(fd);  // pages still to be written back (a file just copied) are not dropped
-            ::posix_fadvise(fd, off_t(kHugePage), off_t(kHugePage), POSIX_FADV_DONTNEED);
-            p = map_file(fd, size);
-            base = static_cast<const uint8_t*>(p);
-            if (p != MAP_FAILED && huge_page_at(base, base + kHugePage)) {
-                ::munmap(p, size);
-                ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            bool kernel_can = huge > 0;
+            if (!kernel_can) {
+                ::posix_fadvise(fd, off_t(kHugePage), off_t(kHugePage), POSIX_FADV_DONTNEED);
                 p = map_file(fd, size);
+                base = static_cast<const uint8_t*>(p);
+                kernel_can = p != MAP_FAILED && huge_page_at(base, base + kHugePage);
+                if (p != MAP_FAILED) ::munmap(p, size);
             }
+            if (kernel_can) ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            p = map_file(fd, size);
         }
     }
     int e = errno;
