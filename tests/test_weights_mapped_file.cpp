@@ -70,8 +70,8 @@ TEST(MappedFile, LargeFileStartsOnA2MiBBoundaryAndHoldsItsBytes) {
 
 // A file of 8 whole 2 MiB regions left in the page cache with region 1 in a huge folio and regions
 // 2-7 in 4 KiB ones (read with readahead off), as another program's reads can leave a model: open()
-// must find the small ones, not just look at region 1, and the whole file must come back in huge
-// pages. Skipped where the kernel or the filesystem under /tmp gives files no huge pages.
+// must find the small ones, not just look at region 1, and the file must come back in huge pages.
+// Skipped where the kernel or the filesystem under /tmp gives files no huge pages.
 TEST(MappedFile, FileCachedPartlyInSmallPagesComesBackHuge) {
     const size_t region = 2 * kMiB, regions = 8;
     const auto bytes = pattern(regions * region);
@@ -107,7 +107,9 @@ TEST(MappedFile, FileCachedPartlyInSmallPagesComesBackHuge) {
 
     const auto m = MappedFile::open(f.path);
     EXPECT_EQ(std::vector<uint8_t>(m->data(), m->data() + m->size()), bytes);
-    EXPECT_EQ(m->huge_page_bytes(), bytes.size());
+    // All 8 regions here; at least 6 allowed, should memory be too fragmented for one or two. The
+    // open() that looked at region 1 alone left 3 (6 MiB).
+    EXPECT_GE(m->huge_page_bytes(), bytes.size() - 2 * region);
 }
 
 // Three 4 MiB regions of one anonymous mapping, the middle one kept out of huge pages, the outer

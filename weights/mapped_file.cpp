@@ -17,7 +17,9 @@
 // whole file is written back if dirty and dropped (clean pages, read again from disk as the forward
 // pass touches them). On 2026-12-03 a SmolLM2 Q4_1 file that llama.cpp had read was 44 of 97 MB in
 // huge pages when only one region was checked. A kernel or filesystem that cannot costs the re-read
-// of 2 MiB and nothing else. huge_page_bytes() says what a mapping got.
+// of 2 MiB and nothing else. Pages another process has mapped are not dropped: while it keeps part
+// of the file mapped in small pages, each open drops and reads again the rest. huge_page_bytes()
+// says what a mapping got.
 #include "weights/mapped_file.h"
 
 #include <algorithm>
