@@ -178,13 +178,13 @@ struct XRow {
     const int32_t* code_sum;  // (k/32) 4 * each block's sum of codes (Q4_0's offset; else unused)
 };
 
-// Where a group is 4 (or 8) neighbouring rows (the rows of X 2 at a time, and dot8's decode; ymm
-// decode reads long runs of rows instead, see v4_rows), its rows lie one after another in memory
-// and the groups follow one another: while a group is read, the bytes kPrefetchRows rows ahead are
-// prefetched at the same pace (a block's bytes for each row a step). 4 rows ahead (1440 bytes of SmolLM2's Q4_1 q) left decode waiting
-// on memory: on a Zen 5 at 63 GB/s, 12 rows ahead took SmolLM2 Q4_1 decode from a median of 278
-// to 313 t/s (8 alternating runs of the 4-row kernel; 8 and 16 rows in between and alike, 24 and
-// 32 no better; no prefetch at all halved it).
+// Where a group is 8 neighbouring rows (dot8), or the last few rows of a ymm share (which reads
+// long runs of rows instead, see v4_rows), its rows lie one after another in memory and the groups
+// follow one another: while a group is read, the bytes kPrefetchRows rows ahead are prefetched at
+// the same pace (a block's bytes for each row a step). 4 rows ahead (1440 bytes of SmolLM2's Q4_1
+// q) left decode waiting on memory: on a Zen 5 at 63 GB/s, 12 rows ahead took SmolLM2 Q4_1 decode
+// from a median of 278 to 313 t/s (8 alternating runs of the 4-row kernel, groups of neighbours;
+// 8 and 16 rows in between and alike, 24 and 32 no better; no prefetch at all halved it).
 constexpr int64_t kPrefetchRows = 12;
 
 // 4 weight rows w[0..4) (the bytes to prefetch at next, if any) times M rows of X into
@@ -341,29 +341,33 @@ const int32_t* code_sums(const QuantizedRows& X) {
 // Output rows [j0, j1) (j0 a multiple of kRows), kRows = 4 (dot4) or 8 (dot8) weight rows per
 // pass (a short last group padded), the rows of X 2 at a time.
 //
-// Decode (one row of X) on ymm reads its share as 4 runs of whole rows, one per lane: with g =
-// (j1 - j0) / 4, lane r takes rows j0 + r g, j0 + r g + 1, ... one after another, so each lane
-// streams one long run of memory, which the hardware prefetchers follow, and the kernel asks for
-// nothing itself. A group of 4 neighbouring rows instead reads 4 runs of one row each (360-612
-// bytes) side by side, which they do not follow: there the bytes kPrefetchRows rows ahead are
-// prefetched (without that 2.4 times slower), and that pattern alone, loads and prefetches without
-// the arithmetic, took 1.12-1.15 times as long as a plain read of the same bytes, the 4 runs
-// 0.91-0.93 times (2 threads, SmolLM2's 30 MB Q8_0 head from DRAM, medians of 100 calls; the
-// Zen 3, 2026-12-03). The head itself went from 1.14-1.16 to 0.96-0.98 times the read; SmolLM2
-// decode, Q4_1 from 167.6 to 185.0 t/s and Q8_0 from 157.7 to 200.6 (8 and 5 alternating pairs,
-// faster in each, medians), Q4_0 (nearer its compute limit) 232.2 to 234.5. The zmm path (dot8,
-// measured on a Zen 5 only, where no prefetch at all halved decode) keeps its groups of
-// neighbours, the share's first kPrefetchRows rows prefetched up front (SmolLM2 Q4_1 decode on the
-// Zen 5, 20 alternating pairs: faster in 17, medians 396 -> 401 and 409 -> 425 t/s in two sets of
-// 10); the runs are untried there, as they are for the rows of X 2 at a time.
+// On ymm the share is read as 4 runs of whole rows, one per lane: with g = (j1 - j0) / 4, lane r
+// takes rows j0 + r g, j0 + r g + 1, ... one after another, so each lane streams one long run of
+// memory, which the hardware prefetchers follow, and the kernel asks for nothing itself; each pass
+// of 4 rows serves every row of X, 2 at a time. A group of 4 neighbouring rows instead reads 4 runs
+// of one row each (360-612 bytes) side by side, which they do not follow: there the bytes
+// kPrefetchRows rows ahead are prefetched (without that 2.4 times slower), and that pattern alone,
+// loads and prefetches without the arithmetic, took 1.12-1.15 times as long as a plain read of the
+// same bytes, the 4 runs 0.91-0.93 times (2 threads, SmolLM2's 30 MB Q8_0 head from DRAM, medians
+// of 100 calls; the Zen 3, 2026-12-03). The head itself went from 1.14-1.16 to 0.96-0.98 times the
+// read; SmolLM2 decode, Q4_1 from 167.6 to 185.0 t/s and Q8_0 from 157.7 to 200.6 (8 and 5
+// alternating pairs, faster in each, medians), Q4_0 (nearer its compute limit) 232.2 to 234.5. The
+// zmm path (dot8, measured on a Zen 5 only, where no prefetch at all halved decode) keeps its
+// groups of neighbours, the share's first kPrefetchRows rows prefetched up front (SmolLM2 Q4_1
+// decode on the Zen 5, 20 alternating pairs: faster in 17, medians 396 -> 401 and 409 -> 425 t/s in
+// two sets of 10); the runs are untried there. With several rows of X (batched decode, short
+// prompts) the runs took SmolLM2 Q4_1's layer matmuls (all 120 calls of a step, 2 threads, from
+// DRAM) 0.92-0.93 times the groups' time with 2 rows, 0.93 with 3, 0.97 with 4 and 8, and 1.00 with
+// 6 and 16, where the arithmetic sets the pace (medians of 20 paired rounds, the Zen 3, 2026-12-03;
+// one row, the same runs both ways, 0.997).
 //
 // The loops read W and X through locals: Y's stores go through intrinsics, which may alias
-// anything, and the compiler would otherwise reload W's and X's fields at every group. Decode
-// sends its whole groups straight to the kernel, outside for_row_groups: the same loop inside
-// for_row_groups (its functors by value) ran 3% slower, 13.2 against 12.9 us a call. On the Zen 3,
-// one thread, a 576 x 576 Q4_1 matrix in L2, with the file's loops 64-byte aligned (see
-// CMakeLists.txt): 13.75 -> 12.85 us a call (1.32 -> 1.24 ns a block); SmolLM2 Q4_1 decode
-// 260.4 -> 266.8 t/s (6 alternating pairs, medians).
+// anything, and the compiler would otherwise reload W's and X's fields at every group. The runs go
+// straight to the kernel, outside for_row_groups: decode's same loop inside for_row_groups (its
+// functors by value) ran 3% slower, 13.2 against 12.9 us a call. On the Zen 3, one thread, a 576 x
+// 576 Q4_1 matrix in L2, with the file's loops 64-byte aligned (see CMakeLists.txt): 13.75 -> 12.85
+// us a call (1.32 -> 1.24 ns a block); SmolLM2 Q4_1 decode 260.4 -> 266.8 t/s (6 alternating pairs,
+// medians).
 template <class Dec, int kRows>
 void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
     const int64_t n = W.ne(1), k = X.k, nb = k / 32;
@@ -371,12 +375,24 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
     const uint8_t* const data = W.data;
     const bool offset = Dec::kOffsetByCodeSum && kRows == 4;  // dot8's Q4_0 decoder takes the 8 off itself
     const XRow x0{X.codes(0), X.scales(0), X.sums(0), offset ? code_sums(X) : nullptr};
-    if (X.m == 1 && kRows == 4) {  // lane r: rows j0 + r g + i, i = 0 .. g - 1
-        const int64_t g = (j1 - j0) / 4;
+    auto x_row = [x0, k, nb](int64_t i) {  // row i of X
+        const int64_t at = i * nb;
+        return XRow{x0.q + i * k, x0.d + at, x0.sum + at, x0.code_sum ? x0.code_sum + at : nullptr};
+    };
+    if constexpr (kRows == 4) {  // lane r: rows j0 + r g + i, i = 0 .. g - 1
+        const int64_t g = (j1 - j0) / 4, m = X.m;
         for (int64_t i = 0; i < g; i++) {
             const uint8_t* w[4];
             for (int r = 0; r < 4; r++) w[r] = data + size_t(j0 + r * g + i) * rb;
-            dot4<Dec, 1>(w, nullptr, &x0, nb, Y + j0 + i, n, g);
+            int64_t t = 0;
+            for (; t + 2 <= m; t += 2) {
+                const XRow x[2] = {x_row(t), x_row(t + 1)};
+                dot4<Dec, 2>(w, nullptr, x, nb, Y + t * n + j0 + i, n, g);
+            }
+            if (t < m) {
+                const XRow x = x_row(t);
+                dot4<Dec, 1>(w, nullptr, &x, nb, Y + t * n + j0 + i, n, g);
+            }
         }
         j0 += 4 * g;
     } else {
@@ -392,15 +408,13 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
                 dot_rows<Dec, kRows, 1>(w, rb, &x0, nb, Y + j0, n);
             }
     }
+    // What is left: the last j1 - j0 < 4 rows on ymm (a padded group); dot8's groups of rows of X.
     for_row_groups<kRows, 2, true>(
         j0, j1, X.m, n, Y, [data, rb](int64_t j) { return data + size_t(j) * rb; },
-        [x0, k, nb, rb]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
+        [x_row, nb, rb]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
             static_assert(R == kRows);
             XRow x[M];
-            for (int t = 0; t < M; t++) {
-                const int64_t at = (i + t) * nb;
-                x[t] = XRow{x0.q + (i + t) * k, x0.d + at, x0.sum + at, x0.code_sum ? x0.code_sum + at : nullptr};
-            }
+            for (int t = 0; t < M; t++) x[t] = x_row(i + t);
             dot_rows<Dec, kRows, M>(w, rb, x, nb, y, ys);
         });
 }
