@@ -190,6 +190,32 @@ TEST_P(MatmulIntKTypes, V4MatchesScalarTwin) {
             }
 }
 
+// One row of X gives, bit for bit, what the same row gives among others (2 rows of X at a time, or
+// the odd last one alone; a thread's share in 4 runs of weight rows and the 1-3 rows left one by
+// one): each output is its own sums in the same order. With one thread and with two.
+TEST_P(MatmulIntKTypes, OneRowOfXIsTheSameAsInABatch) {
+    const DType t = GetParam();
+    if (!cpu::int_k_simd_types(t)) GTEST_SKIP() << "no AVX2 in this build";
+    const int64_t k = 512, m = 3;
+    uint32_t seed = 99;
+    for (int64_t n : {4, 7, 66, 401}) {
+        const test::OwnedWeight W = test::random_weight(t, n, k, seed++);
+        const std::vector<float> X = test::random_floats(size_t(m * k), seed++, -4.0f, 4.0f);
+        QuantizedRows all;
+        cpu::quantize_rows(X.data(), m, k, all);
+        std::vector<float> batch(size_t(m * n));
+        cpu::matmul_v4_int_k(W.view, all, batch.data());
+        for (int64_t i = 0; i < m; i++) {
+            QuantizedRows one;
+            cpu::quantize_rows(X.data() + i * k, 1, k, one);
+            std::vector<float> y(size_t(n), -99.0f);
+            cpu::matmul_v4_int_k(W.view, one, y.data());
+            for (int64_t j = 0; j < n; j++)
+                ASSERT_EQ(y[size_t(j)], batch[size_t(i * n + j)]) << dtype_name(t) << " n=" << n << " row " << i << " output " << j;
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, MatmulIntKTypes, ::testing::ValuesIn(kIntKTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
