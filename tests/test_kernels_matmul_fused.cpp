@@ -113,7 +113,7 @@ TEST(MatmulRowsFused, EachOutputAsAlone) {
         fused_matches_alone({DType::Q4_K, DType::Q6_K}, threads);             // a Q4_K_M model's
         fused_matches_alone({DType::Q8_0, DType::Q6_K, DType::Q4_0}, threads);  // both integer families
         fused_matches_alone({DType::Q4_1, DType::F16, DType::BF16}, threads);  // v3 for the f16s
-        fused_matches_alone({DType::Q4_1, DType::Q5_0, DType::F32}, threads);  // Q5_0: v1, alone
+        fused_matches_alone({DType::Q4_1, DType::Q5_K, DType::F32}, threads);  // Q5_K: v1, alone
         fused_matches_alone({DType::Q4_1, DType::Q8_0, DType::F16}, threads, false);  // exact: all v3
     }
 }

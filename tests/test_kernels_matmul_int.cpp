@@ -15,7 +15,7 @@ namespace {
 
 using cpu::QuantizedRows;
 
-const DType kIntTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0};
+const DType kIntTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
 
 TEST(QuantizeRows, HandWorkedBlocks) {
     // Block 0: integers with max |x| = 32767 -> d = 1, q = x. Block 1: all zeros -> d = 0, q = 0,

@@ -19,7 +19,7 @@
 //              rows, OpenMP over panels of 16 weight rows (32 with AVX-512), each dequantized once
 //              and packed, and a 6 x 16 (6 x 32) register tile of f32 FMAs. Any loadable type; each
 //              element one FMA chain over k in order, whatever m is.
-// matmul() picks the variant: below tiled_min_rows(type) rows of X (22, or 40 for Q4_0/Q4_1/Q8_0
+// matmul() picks the variant: below tiled_min_rows(type) rows of X (22, or 40 for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0
 // given integer input, 112 where their kernel has its AVX-512 form) it takes matmul_rows (the
 // row-exact kernels: v4_int / v4_int_k given X as 16-bit integers (matmul_int.h), else v3 where
 // the CPU has it, else v1); from there on it takes matmul_tiled (v6, or v2 for F32 weights, used
@@ -101,8 +101,11 @@ void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, f
 // -r 5`, 2 threads, the two ways alternating, time of the row-exact path / the tiled one):
 //   kTiledMinRows, for the f32 row kernels (v3: F16, BF16, F32, and every type under --exact) and
 //   the K-quants: F16 0.71-0.84 at p = 12, 0.88-0.93 at 20, 1.0-1.1 at 24, 1.05-1.18 at 32.
-//   kTiledMinRowsInt, for Q4_0/Q4_1/Q8_0 on 16-bit integer input (4 weight rows in lanes): Q4_1
-//   0.75 at 24, 0.69 at 32, 0.94 at 40, 0.97-1.04 at 48; Q8_0 0.62, 0.72, 0.81 at 24, 32, 40.
+//   kTiledMinRowsInt, for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 on 16-bit integer input (4 weight rows in
+//   lanes): Q4_1 0.75 at 24, 0.69 at 32, 0.94 at 40, 0.97-1.04 at 48; Q8_0 0.62, 0.72, 0.81 at 24,
+//   32, 40; Q5_1 (its high bits cost the kernel more) 0.77 at 24, 0.95 at 32, and at 39 rows about
+//   1.2 times the tiled path's time at 40 (3 alternating sets, medians; 2026-12-03), so its best
+//   cut is nearer 36, left at 40 with the others.
 //   kTiledMinRowsIntZmm, the same where the integer kernel has its AVX-512 form (int_zmm_kernel(),
 //   8 weight rows in zmm lanes), against v6's zmm tile, on a Zen 5: Q4_1 0.60 at 40, 0.77 at 64
 //   (medians of 3), 0.90 at 96, 1.07 at 128, 1.10 at 160, 1.14 at 192 (medians of 5); Q8_0 0.49,

@@ -28,7 +28,7 @@ namespace {
 void check(const TensorView& W, const QuantizedRows& X, const char* who) {
     if (!int_types(W.type))
         throw Error(std::string(who) + ": weight '" + W.name + "' is " + std::string(dtype_name(W.type)) +
-                    ", the integer kernels take Q4_0, Q4_1, Q8_0 only");
+                    ", the integer kernels take Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 only");
     if (W.shape.size() != 2 || W.ne(0) != X.k || X.k % 32 != 0)
         throw Error(std::string(who) + ": weight '" + W.name + "' of shape " + shape_str(W.shape) +
                     " does not take rows of " + std::to_string(X.k) + " activations");
@@ -41,7 +41,7 @@ inline const Block& block_at(const uint8_t* row, int64_t b) {
 }
 
 // The integer codes of weight block b of a row, as w[c] = scale * code[c] (+ mn).
-// Codes are returned in element order 0..31, with d the f16 scale and mn Q4_1's minimum.
+// Codes are returned in element order 0..31, with d the f16 scale and mn Q4_1's or Q5_1's minimum.
 void codes(DType t, const uint8_t* row, int64_t b, int32_t* code, float& d, float& mn) {
     mn = 0.0f;
     if (t == DType::Q8_0) {
@@ -55,7 +55,7 @@ void codes(DType t, const uint8_t* row, int64_t b, int32_t* code, float& d, floa
             code[c + 16] = int32_t(blk.qs[c] >> 4) - 8;
         }
         d = fp16_to_fp32(blk.d);
-    } else {  // Q4_1
+    } else if (t == DType::Q4_1) {
         const block_q4_1& blk = block_at<block_q4_1>(row, b);
         for (int c = 0; c < 16; c++) {
             code[c] = blk.qs[c] & 0x0f;
@@ -63,6 +63,17 @@ void codes(DType t, const uint8_t* row, int64_t b, int32_t* code, float& d, floa
         }
         d = fp16_to_fp32(blk.d);
         mn = fp16_to_fp32(blk.m);
+    } else {  // Q5_0, Q5_1: a nibble and bit c of qh (as bit 4) per element c
+        const bool q5_1 = t == DType::Q5_1;
+        const uint8_t* qs = q5_1 ? block_at<block_q5_1>(row, b).qs : block_at<block_q5_0>(row, b).qs;
+        const uint8_t* qh = q5_1 ? block_at<block_q5_1>(row, b).qh : block_at<block_q5_0>(row, b).qh;
+        const uint32_t h = uint32_t(qh[0]) | uint32_t(qh[1]) << 8 | uint32_t(qh[2]) << 16 | uint32_t(qh[3]) << 24;
+        for (int c = 0; c < 16; c++) {
+            code[c] = int32_t((qs[c] & 0x0f) | ((h >> c) & 1) << 4) - (q5_1 ? 0 : 16);
+            code[c + 16] = int32_t((qs[c] >> 4) | ((h >> (c + 16)) & 1) << 4) - (q5_1 ? 0 : 16);
+        }
+        d = fp16_to_fp32(q5_1 ? block_at<block_q5_1>(row, b).d : block_at<block_q5_0>(row, b).d);
+        if (q5_1) mn = fp16_to_fp32(block_at<block_q5_1>(row, b).m);
     }
 }
 
@@ -81,6 +92,27 @@ struct Codes {
 inline Codes nibbles(const uint8_t* qs) {
     const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
     return {_mm256_and_si256(v, _mm256_set1_epi16(0x0f)), _mm256_srli_epi16(v, 4)};
+}
+
+// Q5's 32 high bits (element c's is bit c of qh, little-endian) as 16 or 0 in the lanes of nibbles'
+// two vectors: each half's 16 bits broadcast to every lane, lane c keeps bit c (a mask of it and
+// a compare), and 16 where it was set. 10 instructions, against nibbles' 3.
+inline Codes high_bits(const uint8_t* qh) {
+    const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
+                                          int16_t(-32768));
+    auto half = [&bit](const uint8_t* two) {
+        uint16_t h;
+        std::memcpy(&h, two, sizeof(h));
+        const __m256i set = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(h)), bit), bit);
+        return _mm256_and_si256(set, _mm256_set1_epi16(16));
+    };
+    return {half(qh), half(qh + 2)};
+}
+
+// Q5's codes, nibbles and high bits together (0..31).
+inline Codes five_bits(const uint8_t* qs, const uint8_t* qh) {
+    const Codes n = nibbles(qs), h = high_bits(qh);
+    return {_mm256_or_si256(n.lo, h.lo), _mm256_or_si256(n.hi, h.hi)};
 }
 
 #if RIDGE_MATMUL_V4_ZMM
@@ -117,6 +149,7 @@ inline __m512i nibbles_zmm(const uint8_t* qs) {
 // pairs, medians). The zmm decoder subtracts the 8 itself, at no cost (gf2p8affine, below).
 struct IntQ4_0 {
     static constexpr bool kUsesSum = false, kOffsetByCodeSum = true;
+    static constexpr int kCodeOffset = 8;
     static constexpr size_t kBlockBytes = sizeof(block_q4_0), kScaleOffset = offsetof(block_q4_0, d);
     static Codes decode(const uint8_t* row, int64_t b) { return nibbles(block_at<block_q4_0>(row, b).qs); }
 #if RIDGE_MATMUL_V4_ZMM
@@ -132,6 +165,30 @@ struct IntQ4_1 {
     static __m512i decode_zmm(const uint8_t* row, int64_t b) { return nibbles_zmm<0>(block_at<block_q4_1>(row, b).qs); }
 #endif
 };
+// Q5_0's codes are 5 bits n minus 16 and Q5_1's are n (its minimum as Q4_1's): the ymm decoder
+// gives n, and dot4 takes 16 * (the sum of X's codes) off Q5_0's as it takes Q4_0's 8 (a lane then
+// holds at most 16 * 31 * 32767 + 8 * 32 * 32767 < 2^25 in magnitude). The zmm decoder joins the
+// two halves and subtracts the 16 itself (untimed: no AVX-512 machine at hand when it was written).
+template <class Block, int kOffset>
+struct IntQ5 {
+    static constexpr bool kUsesSum = kOffset == 0, kOffsetByCodeSum = kOffset != 0;
+    static constexpr int kCodeOffset = kOffset;
+    static constexpr size_t kBlockBytes = sizeof(Block), kScaleOffset = offsetof(Block, d);
+    static Codes decode(const uint8_t* row, int64_t b) {
+        const Block& blk = block_at<Block>(row, b);
+        return five_bits(blk.qs, blk.qh);
+    }
+#if RIDGE_MATMUL_V4_ZMM
+    static __m512i decode_zmm(const uint8_t* row, int64_t b) {
+        const Codes c = decode(row, b);
+        return _mm512_sub_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(c.lo), c.hi, 1), _mm512_set1_epi16(kOffset));
+    }
+#endif
+};
+using IntQ5_0 = IntQ5<block_q5_0, 16>;
+using IntQ5_1 = IntQ5<block_q5_1, 0>;
+static_assert(offsetof(block_q5_1, m) == offsetof(block_q5_1, d) + 2);
+
 struct IntQ8_0 {
     static constexpr bool kUsesSum = false, kOffsetByCodeSum = false;
     static constexpr size_t kBlockBytes = sizeof(block_q8_0), kScaleOffset = offsetof(block_q8_0, d);
@@ -175,7 +232,7 @@ struct XRow {
     const int16_t* q;         // (k) codes
     const float* d;           // (k/32) block scales
     const float* sum;         // (k/32) block sums
-    const int32_t* code_sum;  // (k/32) 4 * each block's sum of codes (Q4_0's offset; else unused)
+    const int32_t* code_sum;  // (k/32) 4 * each block's sum of codes (for Q4_0's and Q5_0's offsets; else unused)
 };
 
 // Where a group is 8 neighbouring rows (dot8), or the last few rows of a ymm share (which reads
@@ -216,8 +273,8 @@ inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, in
             for (int r = 0; r < 4; r++)
                 p[r] = simd::dot_add_i16(_mm256_madd_epi16(wq[r].lo, q0), wq[r].hi, q1);
             __m256i sums = fold4(p);
-            if constexpr (Dec::kOffsetByCodeSum)  // 8 * sum q off each row: 4 * sum q from each of its lanes
-                sums = _mm256_sub_epi32(sums, _mm256_set1_epi32(x[i].code_sum[b]));
+            if constexpr (Dec::kOffsetByCodeSum)  // offset * sum q off each row: half from each of its lanes
+                sums = _mm256_sub_epi32(sums, _mm256_set1_epi32(x[i].code_sum[b] * (Dec::kCodeOffset / 8)));
             const __m256 scale = _mm256_mul_ps(d, _mm256_broadcast_ss(x[i].d + b));
             acc[i] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums), acc[i]);
             if constexpr (Dec::kUsesSum)  // mn * sum_x, in the odd lanes
@@ -322,7 +379,7 @@ inline void dot_rows(const uint8_t* const* w, size_t rb, const XRow* x, int64_t 
     if constexpr (kRows == 4) dot4<Dec, M>(w, next, x, nb, y, y_stride);
 }
 
-// 4 * the sum of each block's 32 codes, for every row of X (Q4_0's offset, see IntQ4_0), in a
+// 4 * the sum of each block's 32 codes, for every row of X (Q4_0's and Q5_0's offsets, see IntQ4_0), in a
 // buffer of the calling thread's that the next call overwrites. Each thread of a matmul computes
 // its own: m * k additions, against the matmul's n * m * k multiply-adds.
 const int32_t* code_sums(const QuantizedRows& X) {
@@ -373,7 +430,7 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
     const int64_t n = W.ne(1), k = X.k, nb = k / 32;
     const size_t rb = row_bytes(W.type, k);
     const uint8_t* const data = W.data;
-    const bool offset = Dec::kOffsetByCodeSum && kRows == 4;  // dot8's Q4_0 decoder takes the 8 off itself
+    const bool offset = Dec::kOffsetByCodeSum && kRows == 4;  // dot8's decoders take the offset off themselves
     const XRow x0{X.codes(0), X.scales(0), X.sums(0), offset ? code_sums(X) : nullptr};
     auto x_row = [x0, k, nb](int64_t i) {  // row i of X
         const int64_t at = i * nb;
@@ -438,7 +495,9 @@ RowJob v4_job(const TensorView& W, const QuantizedRows& X, float* Y, bool zmm) {
 
 }  // namespace
 
-bool int_types(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0; }
+bool int_types(DType t) {
+    return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
+}
 bool int_simd_types(DType t) { return RIDGE_MATMUL_V4 && int_types(t); }
 
 Cost quantize_rows_cost(int64_t m, int64_t k) {
@@ -569,6 +628,8 @@ RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, bool z
     switch (W.type) {
         case DType::Q4_0: return v4_job<IntQ4_0>(W, X, Y, zmm);
         case DType::Q4_1: return v4_job<IntQ4_1>(W, X, Y, zmm);
+        case DType::Q5_0: return v4_job<IntQ5_0>(W, X, Y, zmm);
+        case DType::Q5_1: return v4_job<IntQ5_1>(W, X, Y, zmm);
         case DType::Q8_0: return v4_job<IntQ8_0>(W, X, Y, zmm);
         default: break;
     }

@@ -1,4 +1,5 @@
-// Integer activations: the fast default for Q4_0, Q4_1 and Q8_0 weights.
+// Integer activations: the fast default for Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 weights (and the
+// K-quants, matmul_int_k.cpp).
 // A matmul's input rows are quantized once per step to 16-bit integers in blocks of 32, the
 // weight block size: x[c] ~ d * q[c] with d = max|x| / 32767, plus each block's exact f32 sum
 // (Q4_1's minimum multiplies it). Each block's dot product with a weight block is then formed
@@ -67,7 +68,7 @@ Cost quantize_rows(const float* X, int64_t m, int64_t k, QuantizedRows& out);
 Cost quantize_rows_scalar(const float* X, int64_t m, int64_t k, QuantizedRows& out);
 Cost quantize_rows_cost(int64_t m, int64_t k);
 
-// The weight types with an integer kernel (Q4_0, Q4_1, Q8_0; v4 also needs AVX2).
+// The weight types with an integer kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; v4 also needs AVX2).
 bool int_types(DType t);
 bool int_simd_types(DType t);
 
@@ -98,7 +99,7 @@ Cost matmul_v4_int_k(const TensorView& W, const QuantizedRows& X, float* Y);
 
 // The same two kernels as row jobs (row_jobs.h), so that several weights reading one X run in one
 // OpenMP region (matmul_rows_fused in matmul.h): W, X and Y must outlive the job. Checks as above.
-RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y);    // Q4_0, Q4_1, Q8_0
+RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y);    // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, bool zmm);  // zmm: where built
 RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y);  // Q4_K, Q6_K
 
