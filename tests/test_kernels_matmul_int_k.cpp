@@ -18,19 +18,19 @@ namespace {
 
 using cpu::QuantizedRows;
 
-const DType kIntKTypes[] = {DType::Q4_K, DType::Q6_K};
+const DType kIntKTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // Row r of W split as w = code - mn per element: code = d*sc*q (the part that meets the rounded
-// x), mn = Q4_K's dmin*m of the element's sub-block (0 for Q6_K). Checked against dequantize_row.
+// x), mn = Q4_K's or Q5_K's dmin*m of the element's sub-block (0 for Q6_K). Checked against dequantize_row.
 void split_row(const TensorView& W, int64_t r, std::vector<float>& code, std::vector<float>& mn) {
     const int64_t k = W.ne(0);
     code.assign(size_t(k), 0.0f);
     mn.assign(size_t(k), 0.0f);
     dequantize_row(W.type, W.row(r), code.data(), k);
-    if (W.type != DType::Q4_K) return;
-    const auto* blk = reinterpret_cast<const block_q4_K*>(W.row(r));
+    if (W.type != DType::Q4_K && W.type != DType::Q5_K) return;
+    const size_t bb = block_bytes(W.type);  // Q5_K's d, dmin and scales lie as Q4_K's
     for (int64_t c = 0; c < k; c++) {
-        const block_q4_K& b = blk[c / QK_K];
+        const block_q4_K& b = *reinterpret_cast<const block_q4_K*>(W.row(r) + size_t(c / QK_K) * bb);
         uint8_t sc, m;
         q4k_scale_min(int(c % QK_K) / 32, b.scales, &sc, &m);
         mn[size_t(c)] = fp16_to_fp32(b.dmin) * float(m);
@@ -221,8 +221,9 @@ INSTANTIATE_TEST_SUITE_P(Types, MatmulIntKTypes, ::testing::ValuesIn(kIntKTypes)
 
 TEST(MatmulIntK, TypesWithAKernel) {
     EXPECT_TRUE(cpu::int_k_types(DType::Q4_K));
+    EXPECT_TRUE(cpu::int_k_types(DType::Q5_K));
     EXPECT_TRUE(cpu::int_k_types(DType::Q6_K));
-    for (DType t : {DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_K}) {
+    for (DType t : {DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0}) {
         EXPECT_FALSE(cpu::int_k_types(t)) << dtype_name(t);
         EXPECT_FALSE(cpu::int_k_simd_types(t)) << dtype_name(t);
     }
@@ -231,7 +232,6 @@ TEST(MatmulIntK, TypesWithAKernel) {
 TEST(MatmulIntK, RejectsMismatchedInputs) {
     const test::OwnedWeight W = test::random_weight(DType::Q4_K, 4, 256, 1);
     const test::OwnedWeight Q = test::random_weight(DType::Q4_0, 4, 256, 1);
-    const test::OwnedWeight K5 = test::random_weight(DType::Q5_K, 4, 256, 1);
     const std::vector<float> X = test::random_floats(512, 2);
     std::vector<float> y(8);
     QuantizedRows q;
@@ -240,7 +240,6 @@ TEST(MatmulIntK, RejectsMismatchedInputs) {
         EXPECT_THROW(fn(W.view, q, y.data()), Error);
         cpu::quantize_rows(X.data(), 1, 256, q);
         EXPECT_THROW(fn(Q.view, q, y.data()), Error);   // Q4_0 is matmul_int's
-        EXPECT_THROW(fn(K5.view, q, y.data()), Error);  // no integer kernel for Q5_K
         // k = 288: a multiple of 32 (ActBlocks) but not of 256 (super-blocks).
         cpu::quantize_rows(X.data(), 1, 288, q);
         const TensorView bad{"bad", DType::Q4_K, {288, 1}, W.bytes.data(), W.bytes.size()};

@@ -89,7 +89,7 @@ Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y);
 Cost matmul_v4_int_ymm(const TensorView& W, const QuantizedRows& X, float* Y);
 bool int_zmm_kernel();
 
-// K-quant weights on the same rows (matmul_int_k.cpp): Q4_K and Q6_K super-blocks of 256, each
+// K-quant weights on the same rows (matmul_int_k.cpp): Q4_K, Q5_K and Q6_K super-blocks of 256, each
 // dotted with 8 ActBlocks exactly in int32 per ActBlock (Q6_K: per 16-element group), scaled once.
 // Same contract and cost as above; k must be a multiple of 256. v4_int_k also needs AVX2.
 bool int_k_types(DType t);
@@ -101,6 +101,6 @@ Cost matmul_v4_int_k(const TensorView& W, const QuantizedRows& X, float* Y);
 // OpenMP region (matmul_rows_fused in matmul.h): W, X and Y must outlive the job. Checks as above.
 RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y);    // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, bool zmm);  // zmm: where built
-RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y);  // Q4_K, Q6_K
+RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y);  // Q4_K, Q5_K, Q6_K
 
 }  // namespace ridge::cpu

@@ -1,6 +1,7 @@
-// Integer activations for K-quant weights (see matmul_int.h): Q4_K and Q6_K super-blocks of 256
-// dotted with 8 ActBlocks of 32, each ActBlock's products exact in int32 and scaled once:
+// Integer activations for K-quant weights (see matmul_int.h): Q4_K, Q5_K and Q6_K super-blocks of
+// 256 dotted with 8 ActBlocks of 32, each ActBlock's products exact in int32 and scaled once:
 //   Q4_K:  sum_j  d*sc_j * d_x,j * sum q x  -  dmin*m_j * sum_x,j    (q nibbles in [0, 15])
+//   Q5_K:  the same with q in [0, 31] (bit j of qh[l] is bit 4 of element l of sub-block j)
 //   Q6_K:  sum_g  d*sc_g * d_x,g * sum q x                           (q in [-32, 31], g of 16)
 // The scalar twin, and the AVX2 (+VNNI) path: X is first rearranged to the weight decoders' lane
 // order, so that each 32 weight bytes become int16 codes with two unpacks and no lane crossing.
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/simd.h"
@@ -29,7 +31,7 @@ constexpr int kSubBlocks = QK_K / 32;  // ActBlocks per super-block (8)
 void check(const TensorView& W, const QuantizedRows& X, const char* who) {
     if (!int_k_types(W.type))
         throw Error(std::string(who) + ": weight '" + W.name + "' is " + std::string(dtype_name(W.type)) +
-                    ", the K-quant integer kernels take Q4_K, Q6_K only");
+                    ", the K-quant integer kernels take Q4_K, Q5_K, Q6_K only");
     if (W.shape.size() != 2 || W.data == nullptr || W.ne(0) != X.k || X.k % QK_K != 0)
         throw Error(std::string(who) + ": weight '" + W.name + "' of shape " + shape_str(W.shape) +
                     " does not take rows of " + std::to_string(X.k) + " activations (a multiple of " +
@@ -42,9 +44,10 @@ void check(const TensorView& W, const QuantizedRows& X, const char* who) {
 
 // ---- scalar twin: codes in element order, as dequant_block in weights/blocks.h ----------------
 
-// Q4_K super-block `blk` against its 8 ActBlocks x[0..8): the exact integer sums in int64,
-// scaled and summed in double.
-double dot_q4_K(const block_q4_K& blk, const ActBlock* x) {  // x: (8) blocks
+// Q4_K (or Q5_K) super-block `blk` against its 8 ActBlocks x[0..8): the exact integer sums in
+// int64, scaled and summed in double.
+template <class Block>
+double dot_q4_K(const Block& blk, const ActBlock* x) {  // x: (8) blocks
     const double d = fp16_to_fp32(blk.d), dmin = fp16_to_fp32(blk.dmin);
     double acc = 0.0;
     for (int j = 0; j < kSubBlocks; j++) {  // sub-block j: elements 32j..32j+32 = ActBlock j
@@ -53,7 +56,11 @@ double dot_q4_K(const block_q4_K& blk, const ActBlock* x) {  // x: (8) blocks
         const uint8_t* q = blk.qs + 32 * (j / 2);  // low nibbles for even j, high for odd
         const int shift = 4 * (j % 2);
         int64_t isum = 0;
-        for (int l = 0; l < 32; l++) isum += int64_t((q[l] >> shift) & 0x0f) * int64_t(x[j].q[l]);
+        for (int l = 0; l < 32; l++) {
+            int code = (q[l] >> shift) & 0x0f;
+            if constexpr (std::is_same_v<Block, block_q5_K>) code |= ((blk.qh[l] >> j) & 1) << 4;
+            isum += int64_t(code) * int64_t(x[j].q[l]);
+        }
         acc += d * double(sc) * double(x[j].d) * double(isum) - dmin * double(mn) * double(x[j].sum);
     }
     return acc;
@@ -125,11 +132,15 @@ inline __m256i block_dot(__m256i a, __m256i b, const int16_t* xq) {
 }
 
 // One decoder per type: super-block s of a row, added to acc[i] for the M rows of X (lane sums
-// are y's contributions; the caller adds the 8 lanes at the end).
+// are y's contributions; the caller adds the 8 lanes at the end). Q5_K is Q4_K with a fifth bit
+// per code: chunk c's low nibbles (sub-block 2c) take bit 2c of their element's qh byte, its high
+// nibbles bit 2c + 1, moved to bit 4 by a shift of qh (shifted 2 further each chunk) and a mask.
+template <class kBlock>
 struct IntQ4_K {
-    using Block = block_q4_K;
+    using Block = kBlock;
+    static constexpr bool kFive = std::is_same_v<Block, block_q5_K>;
     template <int M>
-    static void add(const block_q4_K& blk, const XRow* x, int64_t s, __m256* acc) {
+    static void add(const Block& blk, const XRow* x, int64_t s, __m256* acc) {
         // The 12 packed bytes -> 8 scales and 8 mins, one byte each (llama.cpp's unpacking of
         // q4k_scale_min): u[0..1] scales 0..7, u[2..3] mins 0..7.
         uint32_t u[4];
@@ -150,9 +161,17 @@ struct IntQ4_K {
             acc[i] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps(x[i].sum + s * kSubBlocks), acc[i]);  // - dmin m_j sum_j
         }
         const __m256i m4 = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+        [[maybe_unused]] __m256i qh;  // Q5_K: the high bits of chunk c in bits 0 and 1 of each byte
+        if constexpr (kFive) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
         for (int c = 0; c < 4; c++) {  // 32 bytes: sub-block 2c in the low nibbles, 2c+1 in the high
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
-            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if constexpr (kFive) {
+                const __m256i b4 = _mm256_set1_epi8(0x10);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b4));
+                qh = _mm256_srli_epi16(qh, 2);
+            }
             const __m256i la = _mm256_unpacklo_epi8(lo, zero), lb = _mm256_unpackhi_epi8(lo, zero);
             const __m256i ha = _mm256_unpacklo_epi8(hi, zero), hb = _mm256_unpackhi_epi8(hi, zero);
             for (int i = 0; i < M; i++) {
@@ -272,7 +291,7 @@ RowJob v4_k_job(const TensorView& W, const QuantizedRows& X, float* Y) {
 
 }  // namespace
 
-bool int_k_types(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+bool int_k_types(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 bool int_k_simd_types(DType t) { return RIDGE_MATMUL_V4K && int_k_types(t); }
 
 Cost matmul_int_k_scalar(const TensorView& W, const QuantizedRows& X, float* Y) {
@@ -286,6 +305,8 @@ Cost matmul_int_k_scalar(const TensorView& W, const QuantizedRows& X, float* Y) 
                 for (int j = 0; j < kSubBlocks; j++) x[j] = X.block(i, s * kSubBlocks + j);
                 if (W.type == DType::Q4_K)
                     acc += dot_q4_K(reinterpret_cast<const block_q4_K*>(W.row(j))[s], x);
+                else if (W.type == DType::Q5_K)
+                    acc += dot_q4_K(reinterpret_cast<const block_q5_K*>(W.row(j))[s], x);
                 else
                     acc += dot_q6_K(reinterpret_cast<const block_q6_K*>(W.row(j))[s], x);
             }
@@ -305,7 +326,8 @@ RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y) {
     if (!int_k_simd_types(W.type)) throw Error("matmul_v4_int_k: this build has no AVX2 + FMA + F16C");
 #if RIDGE_MATMUL_V4K
     switch (W.type) {
-        case DType::Q4_K: return v4_k_job<IntQ4_K>(W, X, Y);
+        case DType::Q4_K: return v4_k_job<IntQ4_K<block_q4_K>>(W, X, Y);
+        case DType::Q5_K: return v4_k_job<IntQ4_K<block_q5_K>>(W, X, Y);
         case DType::Q6_K: return v4_k_job<IntQ6_K>(W, X, Y);
         default: break;
     }
