@@ -1,5 +1,6 @@
 // Helpers shared by the kernel and engine tests: seeded random inputs, random weight matrices of
-// any loadable type, and the `atol + rtol*|ref|` closeness check used against scalar twins.
+// any loadable type, the `atol + rtol*|ref|` closeness check used against scalar twins, and the
+// check that an integer kernel gives a row of X alone what it gives that row in a batch.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/f16.h"
+#include "kernels/cpu/matmul_int.h"
 #include "weights/quant.h"
 #include "weights/tensor.h"
 #include "weights/types.h"
@@ -84,6 +86,26 @@ inline OwnedWeight random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
     w.view.data = w.bytes.data();
     w.view.nbytes = w.bytes.size();
     return w;
+}
+
+// For an integer-input kernel (matmul_v4_int, matmul_v4_int_k): each of X's m rows (m x k) quantized
+// and multiplied alone gives, bit for bit, its row of the product with all m rows at once.
+inline void expect_rows_alone_as_in_batch(const TensorView& W, const std::vector<float>& X, int64_t m, int64_t k,
+                                          cpu::Cost (*matmul)(const TensorView&, const cpu::QuantizedRows&, float*)) {
+    const int64_t n = W.ne(1);
+    cpu::QuantizedRows all;
+    cpu::quantize_rows(X.data(), m, k, all);
+    std::vector<float> batch(size_t(m * n));
+    matmul(W, all, batch.data());
+    for (int64_t i = 0; i < m; i++) {
+        cpu::QuantizedRows one;
+        cpu::quantize_rows(X.data() + i * k, 1, k, one);
+        std::vector<float> y(size_t(n), -99.0f);
+        matmul(W, one, y.data());
+        for (int64_t j = 0; j < n; j++)
+            ASSERT_EQ(y[size_t(j)], batch[size_t(i * n + j)])
+                << dtype_name(W.type) << " n=" << n << " row " << i << " output " << j;
+    }
 }
 
 inline const std::vector<DType>& all_weight_types() {

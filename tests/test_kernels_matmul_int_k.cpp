@@ -201,18 +201,7 @@ TEST_P(MatmulIntKTypes, OneRowOfXIsTheSameAsInABatch) {
     for (int64_t n : {4, 7, 66, 401}) {
         const test::OwnedWeight W = test::random_weight(t, n, k, seed++);
         const std::vector<float> X = test::random_floats(size_t(m * k), seed++, -4.0f, 4.0f);
-        QuantizedRows all;
-        cpu::quantize_rows(X.data(), m, k, all);
-        std::vector<float> batch(size_t(m * n));
-        cpu::matmul_v4_int_k(W.view, all, batch.data());
-        for (int64_t i = 0; i < m; i++) {
-            QuantizedRows one;
-            cpu::quantize_rows(X.data() + i * k, 1, k, one);
-            std::vector<float> y(size_t(n), -99.0f);
-            cpu::matmul_v4_int_k(W.view, one, y.data());
-            for (int64_t j = 0; j < n; j++)
-                ASSERT_EQ(y[size_t(j)], batch[size_t(i * n + j)]) << dtype_name(t) << " n=" << n << " row " << i << " output " << j;
-        }
+        test::expect_rows_alone_as_in_batch(W.view, X, m, k, cpu::matmul_v4_int_k);
     }
 }
 
