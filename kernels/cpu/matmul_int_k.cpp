@@ -135,9 +135,9 @@ inline __m256i block_dot(__m256i a, __m256i b, const int16_t* xq) {
 // are y's contributions; the caller adds the 8 lanes at the end). Q5_K is Q4_K with a fifth bit
 // per code: chunk c's low nibbles (sub-block 2c) take bit 2c of their element's qh byte, its high
 // nibbles bit 2c + 1, moved to bit 4 by a shift of qh (shifted 2 further each chunk) and a mask.
-template <class kBlock>
+template <class BlockType>
 struct IntQ4_K {
-    using Block = kBlock;
+    using Block = BlockType;
     static constexpr bool kFive = std::is_same_v<Block, block_q5_K>;
     template <int M>
     static void add(const Block& blk, const XRow* x, int64_t s, __m256* acc) {
