@@ -35,9 +35,9 @@ struct Model {
     const TensorView* output = nullptr;       // (n_vocab, d); token_embd itself when tied
     std::vector<LayerWeights> layers;         // (n_layers)
     // How the matmuls multiply. false (the default, fast): a matmul whose weights have an
-    // integer kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) gets its input rows quantized to 16-bit integers
-    // (matmul_int.h) for decode rows and short prompts; runs of tiled_min_rows() rows or more of
-    // one prompt take f32 tiles (matmul_tiled).
+    // integer kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) gets its input rows
+    // quantized to 16-bit integers (matmul_int.h) for decode rows and short prompts; runs of
+    // tiled_min_rows() rows or more of one prompt take f32 tiles (matmul_tiled).
     // true (--exact): every matmul takes f32 activations, the reference arithmetic.
     bool exact = false;
     // Where forward() runs: nullptr on the CPU; set by to_gpu (engine/gpu.h), which uploads every

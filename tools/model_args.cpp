@@ -49,8 +49,8 @@ void ModelArgs::add_options(CLI::App* cmd, bool with_tokenizer) {
 
 void ModelArgs::add_exact_option(CLI::App* cmd) {
     cmd->add_flag("--exact", exact,
-                  "f32 activations in every matmul (the reference arithmetic); by default Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and K-quant "
-                  "matmuls take their input quantized to 16-bit integers");
+                  "f32 activations in every matmul (the reference arithmetic); by default Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 "
+                  "and K-quant matmuls take their input quantized to 16-bit integers");
     cmd->add_option("--device", device, "where the model runs: cpu, or cuda (an NVIDIA GPU; f32 activations)")
         ->check(CLI::IsMember({"cpu", "cuda"}));
     cmd->add_flag("--no-graph", no_graph, "with --device cuda: launch each decode step kernel by kernel, not as a CUDA graph");

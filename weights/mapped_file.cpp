@@ -6,10 +6,10 @@
 // of SmolLM2 Q4_1 through the page cache in 4 KiB pages ran at 21-24 GB/s, and the same bytes held
 // in 2 MiB folios and mapped through 2 MiB page-table entries at 25-32 GB/s (4 alternating pairs).
 // Decode: 11% faster (paired median of 10 alternating runs, 10 of 10 faster). Anonymous memory
-// gains too (8-14% on 2026-12-03, kernels/cpu/probe.cpp), so `ridge probe` reads 2 MiB pages. Fewer TLB misses, and hardware prefetchers that
-// stop at page boundaries, are the likely reasons.
-// The kernel maps a file so when it is read through a mapping marked MADV_HUGEPAGE whose address
-// and file offset agree modulo 2 MiB, if the filesystem keeps large folios (ext4, xfs on recent
+// gains too (8-14% on 2026-12-03, kernels/cpu/probe.cpp), so `ridge probe` reads 2 MiB pages. Fewer
+// TLB misses, and hardware prefetchers that stop at page boundaries, are the likely reasons. The
+// kernel maps a file so when it is read through a mapping marked MADV_HUGEPAGE whose address and
+// file offset agree modulo 2 MiB, if the filesystem keeps large folios (ext4, xfs on recent
 // kernels). A file already in the page cache in small pages stays so, though: just written by
 // unzip, or read by another program (llama.cpp, Python) through plain readahead. So open() looks at
 // every region the cache holds (mincore), and if any is in small pages while the kernel can give
