@@ -63,17 +63,22 @@ void codes(DType t, const uint8_t* row, int64_t b, int32_t* code, float& d, floa
         }
         d = fp16_to_fp32(blk.d);
         mn = fp16_to_fp32(blk.m);
-    } else {  // Q5_0, Q5_1: a nibble and bit c of qh (as bit 4) per element c
-        const bool q5_1 = t == DType::Q5_1;
-        const uint8_t* qs = q5_1 ? block_at<block_q5_1>(row, b).qs : block_at<block_q5_0>(row, b).qs;
-        const uint8_t* qh = q5_1 ? block_at<block_q5_1>(row, b).qh : block_at<block_q5_0>(row, b).qh;
-        const uint32_t h = uint32_t(qh[0]) | uint32_t(qh[1]) << 8 | uint32_t(qh[2]) << 16 | uint32_t(qh[3]) << 24;
-        for (int c = 0; c < 16; c++) {
-            code[c] = int32_t((qs[c] & 0x0f) | ((h >> c) & 1) << 4) - (q5_1 ? 0 : 16);
-            code[c + 16] = int32_t((qs[c] >> 4) | ((h >> (c + 16)) & 1) << 4) - (q5_1 ? 0 : 16);
+    } else {  // Q5_0, Q5_1: a nibble and bit c of qh (as bit 4) per element c, less 16 for Q5_0
+        auto five_bits = [&](const auto& blk, int32_t offset) {
+            const uint32_t h = uint32_t(blk.qh[0]) | uint32_t(blk.qh[1]) << 8 | uint32_t(blk.qh[2]) << 16 |
+                               uint32_t(blk.qh[3]) << 24;
+            for (int c = 0; c < 16; c++) {
+                code[c] = int32_t((blk.qs[c] & 0x0f) | ((h >> c) & 1) << 4) - offset;
+                code[c + 16] = int32_t((blk.qs[c] >> 4) | ((h >> (c + 16)) & 1) << 4) - offset;
+            }
+            d = fp16_to_fp32(blk.d);
+        };
+        if (t == DType::Q5_0) {
+            five_bits(block_at<block_q5_0>(row, b), 16);
+        } else {
+            five_bits(block_at<block_q5_1>(row, b), 0);
+            mn = fp16_to_fp32(block_at<block_q5_1>(row, b).m);
         }
-        d = fp16_to_fp32(q5_1 ? block_at<block_q5_1>(row, b).d : block_at<block_q5_0>(row, b).d);
-        if (q5_1) mn = fp16_to_fp32(block_at<block_q5_1>(row, b).m);
     }
 }
 
