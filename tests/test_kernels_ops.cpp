@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "kernels/cpu/cost.h"
 #include "kernels/cpu/f16.h"
@@ -42,6 +44,54 @@ TEST(F16, EveryHalfRoundTrips) {
         if (std::isnan(f)) continue;
         ASSERT_EQ(cpu::f32_to_f16(f), h) << "half 0x" << std::hex << h;
     }
+}
+
+// The F16C rows (the f16 KV cache's store and loads) against the scalar conversion: every half one
+// way; the other way every half's value, the ties halfway to the next half and the floats just
+// either side of them, and seeded random floats from subnormal to past the largest half. Lengths
+// 1 .. 17 and the whole set take the 8-lane loop and the scalar tail alike.
+TEST(F16, SimdRowsMatchScalar) {
+#if RIDGE_CPU_SIMD
+    auto is_nan_half = [](uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; };
+    std::vector<uint16_t> halves(0x10000);
+    for (uint32_t h = 0; h < 0x10000; h++) halves[h] = uint16_t(h);
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(9), int64_t(17), int64_t(halves.size())}) {
+        std::vector<float> got(static_cast<size_t>(n));
+        cpu::simd::f16_to_f32_row(halves.data(), got.data(), n);
+        for (int64_t i = 0; i < n; i++) {
+            const float want = cpu::f16_to_f32(halves[size_t(i)]);
+            if (std::isnan(want)) {
+                ASSERT_TRUE(std::isnan(got[size_t(i)])) << "half 0x" << std::hex << halves[size_t(i)];
+            } else {
+                ASSERT_EQ(std::memcmp(&got[size_t(i)], &want, 4), 0) << "half 0x" << std::hex << halves[size_t(i)];
+            }
+        }
+    }
+    std::vector<float> floats = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65519.0f, 65520.0f, 1e10f, -1e-10f};
+    for (uint32_t h = 0; h < 0x7c00; h++) {  // the non-negative finite halves, and their negatives
+        const float f = cpu::f16_to_f32(uint16_t(h)), next = cpu::f16_to_f32(uint16_t(h + 1));
+        const float tie = f + (next - f) / 2;  // exact: one more bit than the half has
+        for (float x : {f, tie, std::nextafter(tie, 0.0f), std::nextafter(tie, INFINITY)}) {
+            floats.push_back(x);
+            floats.push_back(-x);
+        }
+    }
+    const std::vector<float> random = random_floats(20001, 5);
+    for (size_t i = 0; i < random.size(); i++) floats.push_back(random[i] * std::ldexp(1.0f, int(i % 48) - 28));
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(9), int64_t(17), int64_t(floats.size())}) {
+        std::vector<uint16_t> got(static_cast<size_t>(n));
+        cpu::simd::f32_to_f16_row(floats.data(), got.data(), n);
+        for (int64_t i = 0; i < n; i++) {
+            const uint16_t want = cpu::f32_to_f16(floats[size_t(i)]);
+            if (is_nan_half(want))
+                ASSERT_TRUE(is_nan_half(got[size_t(i)])) << "float " << floats[size_t(i)];
+            else
+                ASSERT_EQ(got[size_t(i)], want) << "float " << floats[size_t(i)];
+        }
+    }
+#else
+    GTEST_SKIP() << "built without AVX2 + FMA + F16C";
+#endif
 }
 
 // ---- embedding ------------------------------------------------------------------------------

@@ -18,6 +18,24 @@ namespace ridge::cpu::simd {
 // IEEE half bits -> float, exact (the same value as weights/blocks.h fp16_to_fp32).
 inline float f16(uint16_t h) { return _cvtsh_ss(h); }
 
+// n halves -> floats, 8 at a time: exact, the value of cpu::f16_to_f32 (f16.h) for every half.
+inline void f16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8)
+        _mm256_storeu_ps(dst + c, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c))));
+    for (; c < n; c++) dst[c] = _cvtsh_ss(src[c]);
+}
+
+// n floats -> halves, 8 at a time, rounded to nearest even: the bits of cpu::f32_to_f16 (f16.h)
+// for every float but NaN, which stays a NaN (its payload may differ).
+inline void f32_to_f16_row(const float* src, uint16_t* dst, int64_t n) {
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + c), _mm256_cvtps_ph(_mm256_loadu_ps(src + c), kRound));
+    for (; c < n; c++) dst[c] = _cvtss_sh(src[c], kRound);
+}
+
 // The sum of the 4 lanes.
 inline float hsum4(__m128 s) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
