@@ -138,12 +138,12 @@ BenchResult run_bench(const Model& model, const BenchOptions& opt, const Ceiling
     if (opt.n_prompt == 0 && opt.n_gen == 0) throw Error("bench: -p 0 and -n 0 leave no test to run");
     if (opt.reps < 1) throw Error("bench: -r " + std::to_string(opt.reps) + " must be >= 1");
     if (opt.max_rows < 1) throw Error("bench: -b " + std::to_string(opt.max_rows) + " must be >= 1");
-    if (opt.n_decode_prompt < 1) throw Error("bench: the decode test needs a prompt of at least one token");
+    if (opt.n_decode_prompt < 1) throw Error("bench: -d " + std::to_string(opt.n_decode_prompt) + " must be >= 1");
     const int n_ctx = std::max(opt.n_prompt, opt.n_gen > 0 ? opt.n_decode_prompt + opt.n_gen : 0);
     const int model_max = c.n_ctx_train > 0 ? c.n_ctx_train : n_ctx;
     if (n_ctx > model_max)
         throw Error("bench: the tests need a context of " + std::to_string(n_ctx) + " tokens (-p " +
-                    std::to_string(opt.n_prompt) + ", or " + std::to_string(opt.n_decode_prompt) + " + -n " +
+                    std::to_string(opt.n_prompt) + ", or -d " + std::to_string(opt.n_decode_prompt) + " + -n " +
                     std::to_string(opt.n_gen) + "), past the model's " + std::to_string(model_max));
 
     SessionOptions so;

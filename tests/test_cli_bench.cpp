@@ -145,6 +145,25 @@ TEST(CliBench, OneTestAloneAndCountingOff) {
     EXPECT_GT(t["percent_of_bound"].get<double>(), 0.0);
 }
 
+// -d: the decode test starts after that many tokens. Its steps read the same weights and, per
+// token, the keys and values of every position up to their own: with n steps after d tokens they
+// see d + (n + 1) / 2 positions on average, in f32 or half the bytes in f16.
+TEST(CliBench, DepthSetsTheTokensCachedBeforeTheDecodeTest) {
+    const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
+    auto decode = [&](const std::string& depth, const std::string& kv) {
+        const nlohmann::json j = bench_json({"-p", "0", "-n", "4", "-r", "1", "-d", depth, "--kv-type", kv}, probe);
+        return j["tests"][0];
+    };
+    const nlohmann::json shallow = decode("8", "f32"), deep = decode("40", "f32"), deep_f16 = decode("40", "f16");
+    EXPECT_EQ(shallow["n_past"], 8);
+    EXPECT_EQ(deep["n_past"], 40);
+    auto kv_read = [](const nlohmann::json& t) { return t["per_token"]["kv_read_bytes"].get<double>(); };
+    expect_rel(kv_read(deep) / kv_read(shallow), (40 + 2.5) / (8 + 2.5), 1e-12, "KV read grows with the depth");
+    expect_rel(kv_read(deep_f16), kv_read(deep) / 2, 1e-12, "f16 KV: half the bytes");
+    auto weight_bytes = [](const nlohmann::json& t) { return t["per_token"]["weight_bytes"].get<double>(); };
+    EXPECT_DOUBLE_EQ(weight_bytes(deep), weight_bytes(shallow));
+}
+
 // A synthetic SmolLM2 (Q4_0 blocks): the real shapes, and a decode step still reads each weight once.
 TEST(CliBench, SyntheticModel) {
     const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
@@ -207,6 +226,8 @@ TEST(CliBench, BadInputGivesOneLineAndNonZeroExit) {
     bench({"-m", kStories, "--kv-type", "q8_0"}, "--kv-type");
     bench({"-m", kStories, "-r", "two"}, "-r");
     bench({"-m", kStories, "-n", "100000"}, "context");
+    bench({"-m", kStories, "-d", "0"}, "--depth");
+    bench({"-m", kStories, "-p", "0", "-d", "100000"}, "context");
     bench({"-m", "/nonexistent/model.gguf"}, "/nonexistent/model.gguf");
     bench({"-p", "4"}, "--model");
     bench({"-m", kStories, "--synthetic", "smollm2-135m"}, "--synthetic");

@@ -18,6 +18,10 @@ void BenchArgs::add_options(CLI::App* cmd) {
     model.add_exact_option(cmd);
     cmd->add_option("-p,--n-prompt", opt.n_prompt, "prefill test: prompt tokens (0 skips it)")->capture_default_str();
     cmd->add_option("-n,--n-gen", opt.n_gen, "decode test: generated tokens (0 skips it)")->capture_default_str();
+    cmd->add_option("-d,--depth", opt.n_decode_prompt,
+                    "decode test: tokens in the KV cache before its first timed step (an untimed prompt; the "
+                    "attention's KV bytes grow with it)")
+        ->capture_default_str();
     cmd->add_option("-r,--repetitions", opt.reps, "timed repetitions of each test (after one warm-up)")
         ->capture_default_str();
     cmd->add_option("-t,--threads", threads, "CPU threads (default: all)")->each([this](const std::string&) {
@@ -32,6 +36,7 @@ int BenchArgs::check_and_apply() {
     if (opt.n_prompt < 0) throw Error("-p/--n-prompt " + std::to_string(opt.n_prompt) + " must be >= 0");
     if (opt.n_gen < 0) throw Error("-n/--n-gen " + std::to_string(opt.n_gen) + " must be >= 0");
     if (opt.n_prompt == 0 && opt.n_gen == 0) throw Error("-p 0 and -n 0 leave no test to run");
+    if (opt.n_decode_prompt < 1) throw Error("-d/--depth " + std::to_string(opt.n_decode_prompt) + " must be >= 1");
     if (opt.reps < 1) throw Error("-r/--repetitions " + std::to_string(opt.reps) + " must be >= 1");
     if (threads_set && threads < 1) throw Error("-t/--threads " + std::to_string(threads) + " must be >= 1");
     if (opt.max_rows < 1) {
