@@ -422,6 +422,14 @@ void head_partial_simd(const float* q, const float* K, const float* V, int n, in
 }
 #endif
 
+// Slice i of n of a block's keys and values (its bytes [i, i + 1) * bytes / n of each) asked for.
+inline void prefetch_slice(const uint8_t* k, const uint8_t* v, size_t bytes, int i, int n) {
+    for (size_t o = bytes * i / n / 64 * 64; o < bytes * (i + 1) / n; o += 64) {
+        __builtin_prefetch(k + o);
+        __builtin_prefetch(v + o);
+    }
+}
+
 void head_partial(const float* q, const float* K, const float* V, int n, int stride, int hd, float scale, float* p,
                   float* r) {
 #if RIDGE_CPU_SIMD
@@ -439,6 +447,7 @@ AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64
     const int bs = kv.block_size, hd = s.head_dim, group = s.n_heads / s.n_kv_heads, q_dim = s.n_heads * hd;
     const float scale = 1.0f / std::sqrt(float(hd));
     const bool f32 = kv.type == DType::F32;
+    const size_t block_bytes = size_t(bs) * kv.kv_dim * elem_bytes(kv.type);  // one block's keys (or values)
     // Blocks of all rows, row by row: block u of the list is block u - first[i] of row i. A task is
     // one block, all KV heads (each slot's keys read whole, in order), or, when there are few
     // blocks, one block and one KV head, so that a short context still splits across threads.
@@ -483,8 +492,19 @@ AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64
                 }
                 K = kbuf.data(), V = vbuf.data();
             }
+            // With whole blocks a task, the thread's next task (t + 1 under the static schedule) reads
+            // the next block: its keys and values are asked for a slice before each head of this one,
+            // so that they arrive while this block is computed.
+            const uint8_t *next_k = nullptr, *next_v = nullptr;
+            if (heads_per_task == s.n_kv_heads && t + 1 < n_tasks) {
+                const int64_t i1 = std::upper_bound(first.begin(), first.end(), u + 1) - first.begin() - 1;
+                const size_t at = size_t(rows[i1].block_table[u + 1 - first[size_t(i1)]]) * block_bytes;
+                next_k = kv.k + at, next_v = kv.v + at;
+            }
+            const int n_h = (g1 - g0) * group;
             for (int h = g0 * group; h < g1 * group; h++) {
                 const int g = h / group;
+                if (next_k) prefetch_slice(next_k, next_v, block_bytes, h - g0 * group, n_h);
                 float* r = parts + (u * s.n_heads + h) * part;  // max, sum, then (hd) weighted values
                 head_partial(q + i * q_dim + h * hd, K + g * hd, V + g * hd, n, kv.kv_dim, hd, scale, p.data(), r);
             }
