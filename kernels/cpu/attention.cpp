@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -52,6 +53,16 @@ inline void load_kv(const uint8_t* pool, DType type, int64_t slot, int kv_dim, i
     }
 #endif
     for (int c = 0; c < n; c++) dst[c] = f16_to_f32(src[c]);
+}
+
+// dst[0..n) = src[0..n) as halves, rounded to nearest even: through F16C 8 at a time where the
+// build has it, else f16.h's f32_to_f16 (the same bits, tested).
+inline void store_f16(const float* src, uint16_t* dst, int n) {
+#if RIDGE_CPU_SIMD
+    simd::f32_to_f16_row(src, dst, n);
+#else
+    for (int c = 0; c < n; c++) dst[c] = f32_to_f16(src[c]);
+#endif
 }
 
 // Calls f(j, slot) for the keys j = 0 .. n_keys-1 of a row in order, with one block-table lookup
@@ -235,15 +246,8 @@ Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* 
         } else {
             uint16_t* k_dst = reinterpret_cast<uint16_t*>(kv.k) + slots[i] * kv.kv_dim;
             uint16_t* v_dst = reinterpret_cast<uint16_t*>(kv.v) + slots[i] * kv.kv_dim;
-#if RIDGE_CPU_SIMD
-            simd::f32_to_f16_row(k_row, k_dst, kv.kv_dim);
-            simd::f32_to_f16_row(v_row, v_dst, kv.kv_dim);
-#else
-            for (int c = 0; c < kv.kv_dim; c++) {
-                k_dst[c] = f32_to_f16(k_row[c]);
-                v_dst[c] = f32_to_f16(v_row[c]);
-            }
-#endif
+            store_f16(k_row, k_dst, kv.kv_dim);
+            store_f16(v_row, v_dst, kv.kv_dim);
         }
     }
     return kv_store_cost(m, kv.kv_dim, kv.type);
@@ -455,6 +459,10 @@ AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64
     std::vector<int64_t> first(size_t(m) + 1, 0);
     for (int64_t i = 0; i < m; i++) first[size_t(i) + 1] = first[size_t(i)] + (rows[i].n_keys + bs - 1) / bs;
     const int64_t n_blocks = first[size_t(m)];
+    auto locate = [&first](int64_t u) {  // block u of the list: (its row i, its block b in the row)
+        const int64_t i = std::upper_bound(first.begin(), first.end(), u) - first.begin() - 1;
+        return std::pair<int64_t, int64_t>{i, u - first[size_t(i)]};
+    };
     const int heads_per_task = n_blocks >= kSplitHeadsBelowBlocks ? s.n_kv_heads : 1;
     const int64_t n_tasks = n_blocks * (s.n_kv_heads / heads_per_task);
     // Each task's partial result per head: its max score, the sum of e^(s - max), and the (hd)
@@ -476,8 +484,7 @@ AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64
         for (int64_t t = 0; t < n_tasks; t++) {
             const int64_t u = t / (s.n_kv_heads / heads_per_task);  // the block, in the list of all rows' blocks
             const int g0 = int(t % (s.n_kv_heads / heads_per_task)) * heads_per_task, g1 = g0 + heads_per_task;
-            const int64_t i = std::upper_bound(first.begin(), first.end(), u) - first.begin() - 1;
-            const int64_t b = u - first[size_t(i)];
+            const auto [i, b] = locate(u);
             const int32_t j0 = int32_t(b) * bs, n = std::min(bs, rows[i].n_keys - j0);  // keys j0 .. j0+n-1
             const int64_t slot0 = int64_t(rows[i].block_table[b]) * bs;                 // their slots: consecutive
             const float *K, *V;  // (n, kv_dim) this block's keys and values (KV head g's part at g * hd)
@@ -497,8 +504,8 @@ AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64
             // so that they arrive while this block is computed.
             const uint8_t *next_k = nullptr, *next_v = nullptr;
             if (heads_per_task == s.n_kv_heads && t + 1 < n_tasks) {
-                const int64_t i1 = std::upper_bound(first.begin(), first.end(), u + 1) - first.begin() - 1;
-                const size_t at = size_t(rows[i1].block_table[u + 1 - first[size_t(i1)]]) * block_bytes;
+                const auto [i1, b1] = locate(u + 1);
+                const size_t at = size_t(rows[i1].block_table[b1]) * block_bytes;
                 next_k = kv.k + at, next_v = kv.v + at;
             }
             const int n_h = (g1 - g0) * group;
