@@ -112,7 +112,9 @@ std::vector<ProbeSample> probe_fma_peak(long iters, int reps, int threads) {
                 for (int c = 0; c < 12; c++) acc[c] = _mm512_fmadd_ps(acc[c], mul, add);
             __m512 s = acc[0];
             for (int c = 1; c < 12; c++) s = _mm512_add_ps(s, acc[c]);
-            total += _mm512_reduce_add_ps(s);
+            alignas(64) float lanes[16];  // summed through memory: GCC 12 warns on _mm512_reduce_add_ps's header
+            _mm512_store_ps(lanes, s);
+            for (float l : lanes) total += l;
 #elif defined(__AVX2__) && defined(__FMA__)
             // 12 chains: enough to cover FMA latency (4-5 cycles) on two pipes.
             __m256 acc[12];
