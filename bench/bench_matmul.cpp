@@ -1,7 +1,8 @@
 // The matmul kernels on SmolLM2's shapes (Google Benchmark): prefill variants v5_tiled (Eigen over
 // f32 tiles, the baseline) and v6_packed (ridge's GEMM) at m = 512 rows, and the decode kernels
 // (v3_simd in f32, v4_int on 16-bit activations in its AVX-512 and AVX2 forms) at m = 1, for Q4_1,
-// Q8_0 and F16 weights of the gate/up shape (1536 x 576) and the down shape (576 x 1536).
+// Q8_0 and F16 weights (and Q4_0, Q5_0, Q5_1 for v4_int) of the gate/up shape (1536 x 576) and the
+// down shape (576 x 1536).
 // Counters: GFLOP/s, and weight GB/s for decode. Random weights; the matrices of one benchmark fit
 // in the L3 cache, so decode numbers here are the kernels' compute speed, not DRAM streaming
 // (ridge bench measures that).
@@ -43,7 +44,8 @@ Weight random_weight(DType t, int64_t n, int64_t k) {
     return w;
 }
 
-const DType kTypes[] = {DType::Q4_1, DType::Q8_0, DType::F16};
+// The first three take every benchmark; the rest (the other integer-kernel types) the integer ones.
+const DType kTypes[] = {DType::Q4_1, DType::Q8_0, DType::F16, DType::Q4_0, DType::Q5_0, DType::Q5_1};
 
 // args: type index, n, k, m.
 void run(benchmark::State& state, cpu::Cost (*fn)(const TensorView&, const float*, int64_t, float*)) {
@@ -101,12 +103,16 @@ void decode_args(benchmark::internal::Benchmark* b) {
     for (int t = 0; t < 3; t++) b->Args({t, 1536, 576, 1})->Args({t, 576, 1536, 1});
     b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
+void int_decode_args(benchmark::internal::Benchmark* b) {
+    for (int t : {0, 1, 3, 4, 5}) b->Args({t, 1536, 576, 1})->Args({t, 576, 1536, 1});
+    b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
 
 BENCHMARK(BM_v5_tiled)->Apply(prefill_args);
 BENCHMARK(BM_v6_packed)->Apply(prefill_args);
 BENCHMARK(BM_v3_simd)->Apply(decode_args);
-BENCHMARK(BM_v4_int)->Apply(decode_args);
-BENCHMARK(BM_v4_int_ymm)->Apply(decode_args);
+BENCHMARK(BM_v4_int)->Apply(int_decode_args);
+BENCHMARK(BM_v4_int_ymm)->Apply(int_decode_args);
 
 }  // namespace
 

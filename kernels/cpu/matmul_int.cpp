@@ -172,8 +172,9 @@ struct IntQ4_1 {
 };
 // Q5_0's codes are 5 bits n minus 16 and Q5_1's are n (its minimum as Q4_1's): the ymm decoder
 // gives n, and dot4 takes 16 * (the sum of X's codes) off Q5_0's as it takes Q4_0's 8 (a lane then
-// holds at most 16 * 31 * 32767 + 8 * 32 * 32767 < 2^25 in magnitude). The zmm decoder joins the
-// two halves and subtracts the 16 itself (untimed: no AVX-512 machine at hand when it was written).
+// holds at most 16 * 31 * 32767 + 8 * 32 * 32767 < 2^25 in magnitude). The zmm decoder takes the
+// nibbles as Q4_1's does and qh as a mask of 32 lanes: one masked add of 16 (or, for Q5_0, one
+// masked subtract where the bit is clear: n + 16 h - 16), where the ymm one takes 13 instructions.
 template <class Block, int kOffset>
 struct IntQ5 {
     static constexpr bool kUsesSum = kOffset == 0, kOffsetByCodeSum = kOffset != 0;
@@ -185,8 +186,12 @@ struct IntQ5 {
     }
 #if RIDGE_MATMUL_V4_ZMM
     static __m512i decode_zmm(const uint8_t* row, int64_t b) {
-        const Codes c = decode(row, b);
-        return _mm512_sub_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(c.lo), c.hi, 1), _mm512_set1_epi16(kOffset));
+        const Block& blk = block_at<Block>(row, b);
+        uint32_t h;  // bit c: element c's high bit, and the mask of lane c
+        std::memcpy(&h, blk.qh, sizeof(h));
+        const __m512i n = nibbles_zmm<0>(blk.qs), sixteen = _mm512_set1_epi16(16);
+        if constexpr (kOffset == 0) return _mm512_mask_add_epi16(n, __mmask32(h), n, sixteen);  // n + 16 where set
+        return _mm512_mask_sub_epi16(n, __mmask32(~h), n, sixteen);                            // n - 16 where clear
     }
 #endif
 };
@@ -240,16 +245,7 @@ struct XRow {
     const int32_t* code_sum;  // (k/32) 4 * each block's sum of codes (for Q4_0's and Q5_0's offsets; else unused)
 };
 
-// Where a group is 8 neighbouring rows (dot8), or the last few rows of a ymm share (which reads
-// long runs of rows instead, see v4_rows), its rows lie one after another in memory and the groups
-// follow one another: while a group is read, the bytes kPrefetchRows rows ahead are prefetched at
-// the same pace (a block's bytes for each row a step). 4 rows ahead (1440 bytes of SmolLM2's Q4_1
-// q) left decode waiting on memory: on a Zen 5 at 63 GB/s, 12 rows ahead took SmolLM2 Q4_1 decode
-// from a median of 278 to 313 t/s (8 alternating runs of the 4-row kernel, groups of neighbours;
-// 8 and 16 rows in between and alike, 24 and 32 no better; no prefetch at all halved it).
-constexpr int64_t kPrefetchRows = 12;
-
-// 4 weight rows w[0..4) (the bytes to prefetch at next, if any) times M rows of X into
+// 4 weight rows w[0..4) times M rows of X into
 // y[i * y_stride + r * y_lane], one block of every row at a time: the 4 rows' integer dot products
 // with X's block fold into one vector (two lanes per row, as fold4 lays them out), converted once
 // and scaled by d_w * d_x lane by lane; Q4_1's mn * sum_x goes to an accumulator of its own (its
@@ -259,16 +255,12 @@ constexpr int64_t kPrefetchRows = 12;
 // serves 4 rows. Every (weight row, X row) pair takes the same operations in the same order
 // whatever its group, its lane and M are.
 template <class Dec, int M>
-inline void dot4(const uint8_t* const* w, const uint8_t* next, const XRow* x, int64_t nb, float* y, int64_t y_stride,
-                 int64_t y_lane = 1) {
+inline void dot4(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, int64_t y_stride, int64_t y_lane) {
     __m256 acc[M], macc[M];
     for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps(), macc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         Codes wq[4];
-        for (int r = 0; r < 4; r++) {
-            if (next) _mm_prefetch(reinterpret_cast<const char*>(next) + size_t(4 * b + r) * Dec::kBlockBytes, _MM_HINT_T0);
-            wq[r] = Dec::decode(w[r], b);
-        }
+        for (int r = 0; r < 4; r++) wq[r] = Dec::decode(w[r], b);
         const __m256 dm = scales4<Dec>(w, b);                                     // d0 m0 d1 m1 | d2 m2 d3 m3
         const __m256 d = _mm256_permute_ps(dm, _MM_SHUFFLE(2, 0, 2, 0));          // d0 d1 d0 d1 | d2 d3 d2 d3
         for (int i = 0; i < M; i++) {
@@ -324,6 +316,8 @@ inline void fold8(const __m512i* p, __m512i& lo, __m512i& hi) {
     hi = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2], a[3]), _mm512_unpackhi_epi64(a[2], a[3]));
 }
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's own AVX-512 casts and extracts (its bug 105593)
 // The 4 lanes of row r = 0..3 of acc's quarters summed, plus lane 2r + 1 of macc (mn * sum_x, as
 // scales4 lays the mn out; zero for the types without a minimum).
 inline __m128 rows4(__m512 acc, __m256 macc) {
@@ -333,22 +327,20 @@ inline __m128 rows4(__m512 acc, __m256 macc) {
     const __m128 m = _mm_shuffle_ps(m_lo, m_hi, _MM_SHUFFLE(3, 1, 3, 1));
     return _mm_add_ps(s, m);
 }
+#pragma GCC diagnostic pop
 
 // dot4's arithmetic for 8 weight rows w[0..8): per block, the 8 rows' madds with X's block fold
 // into two vectors (rows 0-3, rows 4-7), converted and scaled by d_w * d_x, each quarter of a vector
 // accumulating on its own; a row's 4 quarters and its mn * sum_x are added at the end. Every
 // (weight row, X row) pair takes the same operations in the same order whatever its group and M.
 template <class Dec, int M>
-inline void dot8(const uint8_t* const* w, const uint8_t* next, const XRow* x, int64_t nb, float* y, int64_t y_stride) {
-    constexpr size_t kStepBytes = 8 * Dec::kBlockBytes;  // the bytes a step reads, prefetched ahead
+inline void dot8(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, int64_t y_stride, int64_t y_lane) {
     const __m512i d_lanes = _mm512_set_epi32(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0);
     __m512 acc[M][2];
     __m256 macc[M][2];
     for (int i = 0; i < M; i++)
         for (int h = 0; h < 2; h++) acc[i][h] = _mm512_setzero_ps(), macc[i][h] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        for (size_t o = 0; o < kStepBytes; o += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(next) + size_t(b) * kStepBytes + o, _MM_HINT_T0);
         __m512i wq[8];
         for (int r = 0; r < 8; r++) wq[r] = Dec::decode_zmm(w[r], b);
         const __m256 dm[2] = {scales4<Dec>(w, b), scales4<Dec>(w + 4, b)};  // d0 m0 d1 m1 | d2 m2 d3 m3
@@ -368,20 +360,28 @@ inline void dot8(const uint8_t* const* w, const uint8_t* next, const XRow* x, in
         }
     }
     for (int i = 0; i < M; i++)
-        for (int h = 0; h < 2; h++) _mm_storeu_ps(y + i * y_stride + 4 * h, rows4(acc[i][h], macc[i][h]));
+        for (int h = 0; h < 2; h++) {
+            const __m128 out = rows4(acc[i][h], macc[i][h]);
+            if (y_lane == 1) {
+                _mm_storeu_ps(y + i * y_stride + 4 * h, out);
+            } else {
+                alignas(16) float o[4];
+                _mm_store_ps(o, out);
+                for (int r = 0; r < 4; r++) y[i * y_stride + (4 * h + r) * y_lane] = o[r];
+            }
+        }
 }
 
 #endif  // RIDGE_MATMUL_V4_ZMM
 
-// Weight rows w[0..kRows) (each rb bytes, one after another) times the M rows of X at x: dot4 or
-// dot8, as kRows says, prefetching kPrefetchRows rows ahead.
+// Weight rows w[0..kRows) times the M rows of X at x, row r's output at y[i * y_stride + r * y_lane]:
+// dot4 or dot8, as kRows says.
 template <class Dec, int kRows, int M>
-inline void dot_rows(const uint8_t* const* w, size_t rb, const XRow* x, int64_t nb, float* y, int64_t y_stride) {
-    const uint8_t* next = w[0] + kPrefetchRows * rb;
+inline void dot_rows(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, int64_t y_stride, int64_t y_lane) {
 #if RIDGE_MATMUL_V4_ZMM
-    if constexpr (kRows == 8) dot8<Dec, M>(w, next, x, nb, y, y_stride);
+    if constexpr (kRows == 8) dot8<Dec, M>(w, x, nb, y, y_stride, y_lane);
 #endif
-    if constexpr (kRows == 4) dot4<Dec, M>(w, next, x, nb, y, y_stride);
+    if constexpr (kRows == 4) dot4<Dec, M>(w, x, nb, y, y_stride, y_lane);
 }
 
 // 4 * the sum of each block's 32 codes, for every row of X (Q4_0's and Q5_0's offsets, see IntQ4_0), in a
@@ -403,25 +403,25 @@ const int32_t* code_sums(const QuantizedRows& X) {
 // Output rows [j0, j1) (j0 a multiple of kRows), kRows = 4 (dot4) or 8 (dot8) weight rows per
 // pass (a short last group padded), the rows of X 2 at a time.
 //
-// On ymm the share is read as 4 runs of whole rows, one per lane: with g = (j1 - j0) / 4, lane r
+// The share is read as kRows runs of whole rows, one per lane: with g = (j1 - j0) / kRows, lane r
 // takes rows j0 + r g, j0 + r g + 1, ... one after another, so each lane streams one long run of
 // memory, which the hardware prefetchers follow, and the kernel asks for nothing itself; each pass
-// of 4 rows serves every row of X, 2 at a time. A group of 4 neighbouring rows instead reads 4 runs
-// of one row each (360-612 bytes) side by side, which they do not follow: there the bytes
-// kPrefetchRows rows ahead are prefetched (without that 2.4 times slower), and that pattern alone,
-// loads and prefetches without the arithmetic, took 1.12-1.15 times as long as a plain read of the
-// same bytes, the 4 runs 0.91-0.93 times (2 threads, SmolLM2's 30 MB Q8_0 head from DRAM, medians
-// of 100 calls; the Zen 3, 2026-12-03). The head itself went from 1.14-1.16 to 0.96-0.98 times the
-// read; SmolLM2 decode, Q4_1 from 167.6 to 185.0 t/s and Q8_0 from 157.7 to 200.6 (8 and 5
-// alternating pairs, faster in each, medians), Q4_0 (nearer its compute limit) 232.2 to 234.5. The
-// zmm path (dot8, measured on a Zen 5 only, where no prefetch at all halved decode) keeps its
-// groups of neighbours, the share's first kPrefetchRows rows prefetched up front (SmolLM2 Q4_1
-// decode on the Zen 5, 20 alternating pairs: faster in 17, medians 396 -> 401 and 409 -> 425 t/s in
-// two sets of 10); the runs are untried there. With several rows of X (batched decode, short
-// prompts) the runs took SmolLM2 Q4_1's layer matmuls (all 120 calls of a step, 2 threads, from
-// DRAM) 0.92-0.93 times the groups' time with 2 rows, 0.93 with 3, 0.97 with 4 and 8, and 1.00 with
-// 6 and 16, where the arithmetic sets the pace (medians of 20 paired rounds, the Zen 3, 2026-12-03;
-// one row, the same runs both ways, 0.997).
+// serves every row of X, 2 at a time. A group of neighbouring rows instead reads kRows runs of one
+// row each (360-612 bytes) side by side, which they do not follow: it needed software prefetches
+// 12 rows ahead (without them 2.4 times slower on the Zen 3, and half the speed on a Zen 5), and
+// even so that pattern alone, loads and prefetches without the arithmetic, took 1.12-1.15 times as
+// long as a plain read of the same bytes, the 4 runs 0.91-0.93 times (2 threads, SmolLM2's 30 MB
+// Q8_0 head from DRAM, medians of 100 calls; the Zen 3, 2026-12-03). The head itself went from
+// 1.14-1.16 to 0.96-0.98 times the read; SmolLM2 decode, Q4_1 from 167.6 to 185.0 t/s and Q8_0
+// from 157.7 to 200.6 (8 and 5 alternating pairs, faster in each, medians), Q4_0 (nearer its
+// compute limit) 232.2 to 234.5. With several rows of X (batched decode, short prompts) the runs
+// took SmolLM2 Q4_1's layer matmuls (all 120 calls of a step, 2 threads, from DRAM) 0.92-0.93
+// times the groups' time with 2 rows, 0.93 with 3, 0.97 with 4 and 8, and 1.00 with 6 and 16,
+// where the arithmetic sets the pace (medians of 20 paired rounds, the Zen 3, 2026-12-03).
+// On zmm (dot8, 8 runs), an Intel Xeon with AVX-512 (2026-12-03, 2 threads): the decode matmuls
+// of `build/bench_stream` 4.04-4.28 -> 3.73-3.95 ms a step (4 alternating pairs, faster in each),
+// SmolLM2 Q4_1 decode 191-217 -> 221-240 t/s (4 alternating pairs, faster in each). The groups of
+// neighbours with prefetch had been tuned on a Zen 5, where the runs are untried.
 //
 // The loops read W and X through locals: Y's stores go through intrinsics, which may alias
 // anything, and the compiler would otherwise reload W's and X's fields at every group. The runs go
@@ -441,43 +441,31 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
         const int64_t at = i * nb;
         return XRow{x0.q + i * k, x0.d + at, x0.sum + at, x0.code_sum ? x0.code_sum + at : nullptr};
     };
-    if constexpr (kRows == 4) {  // lane r: rows j0 + r g + i, i = 0 .. g - 1
-        const int64_t g = (j1 - j0) / 4, m = X.m;
+    {  // lane r: rows j0 + r g + i, i = 0 .. g - 1
+        const int64_t g = (j1 - j0) / kRows, m = X.m;
         for (int64_t i = 0; i < g; i++) {
-            const uint8_t* w[4];
-            for (int r = 0; r < 4; r++) w[r] = data + size_t(j0 + r * g + i) * rb;
+            const uint8_t* w[kRows];
+            for (int r = 0; r < kRows; r++) w[r] = data + size_t(j0 + r * g + i) * rb;
             int64_t t = 0;
             for (; t + 2 <= m; t += 2) {
                 const XRow x[2] = {x_row(t), x_row(t + 1)};
-                dot4<Dec, 2>(w, nullptr, x, nb, Y + t * n + j0 + i, n, g);
+                dot_rows<Dec, kRows, 2>(w, x, nb, Y + t * n + j0 + i, n, g);
             }
             if (t < m) {
                 const XRow x = x_row(t);
-                dot4<Dec, 1>(w, nullptr, &x, nb, Y + t * n + j0 + i, n, g);
+                dot_rows<Dec, kRows, 1>(w, &x, nb, Y + t * n + j0 + i, n, g);
             }
         }
-        j0 += 4 * g;
-    } else {
-        {  // the first rows of this share, which no earlier group prefetched: asked for all at once
-            const char* first = reinterpret_cast<const char*>(data + size_t(j0) * rb);
-            const size_t bytes = size_t(std::min<int64_t>(kPrefetchRows, j1 - j0)) * rb;
-            for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(first + o, _MM_HINT_T0);
-        }
-        if (X.m == 1)
-            for (; j0 + kRows <= j1; j0 += kRows) {
-                const uint8_t* w[kRows];
-                for (int r = 0; r < kRows; r++) w[r] = data + size_t(j0 + r) * rb;
-                dot_rows<Dec, kRows, 1>(w, rb, &x0, nb, Y + j0, n);
-            }
+        j0 += kRows * g;
     }
-    // What is left: the last j1 - j0 < 4 rows on ymm (a padded group); dot8's groups of rows of X.
+    // What is left: the last j1 - j0 < kRows rows, as one padded group.
     for_row_groups<kRows, 2, true>(
         j0, j1, X.m, n, Y, [data, rb](int64_t j) { return data + size_t(j) * rb; },
-        [x_row, nb, rb]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
+        [x_row, nb]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
             static_assert(R == kRows);
             XRow x[M];
             for (int t = 0; t < M; t++) x[t] = x_row(i + t);
-            dot_rows<Dec, kRows, M>(w, rb, x, nb, y, ys);
+            dot_rows<Dec, kRows, M>(w, x, nb, y, ys, 1);
         });
 }
 

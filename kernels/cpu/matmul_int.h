@@ -77,14 +77,15 @@ bool int_simd_types(DType t);
 Cost matmul_int_cost(const TensorView& W, int64_t m);
 // The scalar twin: each block's integer dot product in int64, scaled and summed in double.
 Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
-// AVX2 (+VNNI): OpenMP static over groups of 4 weight rows, each group read once for every row of
-// X (2 X rows at a time). A step takes one block of each of the 4 rows: their 4 int32 vectors fold
-// into one whose lanes are the rows, converted to f32 once and scaled by d_w * d_x with one FMA, so
-// the per-block overhead (scales, conversion) is shared and no row has a tail of blocks or a
-// horizontal sum of its own; the rows 12 ahead are prefetched at the same pace. Where the build
+// AVX2 (+VNNI): OpenMP static over shares of weight rows, each share read as 4 long runs of rows
+// (one per lane, which the hardware prefetchers follow), 4 rows (one of each run) at a time, read
+// once for every row of X (2 X rows at a time). A step takes one block of each of the 4 rows: their
+// 4 int32 vectors fold into one whose lanes are the rows, converted to f32 once and scaled by
+// d_w * d_x with one FMA, so the per-block overhead (scales, conversion) is shared and no row has a
+// tail of blocks or a horizontal sum of its own. Where the build
 // has AVX-512 (F, BW, VL, DQ) and GFNI (int_zmm_kernel()), the same arithmetic runs on zmm
-// registers 8 weight rows a step (a block's 32 codes in one register, the fold and scaling shared
-// by 8 rows); matmul_v4_int_ymm always runs the AVX2 form (4 rows a step), for tests and benchmarks.
+// registers 8 weight rows (8 runs) a step (a block's 32 codes in one register, the fold and scaling
+// shared by 8 rows); matmul_v4_int_ymm always runs the AVX2 form (4 rows a step), for tests and benchmarks.
 Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y);
 Cost matmul_v4_int_ymm(const TensorView& W, const QuantizedRows& X, float* Y);
 bool int_zmm_kernel();
