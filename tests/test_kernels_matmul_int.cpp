@@ -188,10 +188,11 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
 }
 
 // One row of X gives, bit for bit, what the same row gives among others (2 rows of X at a time,
-// or the odd last one alone; a thread's share in 4 long runs of weight rows, one per lane, and a
-// padded group of the 1-3 rows left): each output takes the same operations in the same order
-// wherever its rows fall. Row counts that leave no remainder and 1-3 rows after the runs, with one
-// thread and with two (kParallelMinWork is passed from 57 rows of 576).
+// or the odd last one alone; a thread's share in 4 long runs of weight rows, one per lane, 8 on
+// zmm, and a padded group of the rows left): each output takes the same operations in the same
+// order wherever its rows fall. Row counts that leave no remainder and 1-3 rows after the runs (and
+// on zmm 4 and 7 rows, all in the padded group), with one thread and with two (kParallelMinWork is
+// passed from 57 rows of 576).
 TEST_P(MatmulIntTypes, OneRowOfXIsTheSameAsInABatch) {
     const DType t = GetParam();
     if (!cpu::int_simd_types(t)) GTEST_SKIP() << "no AVX2 in this build";

@@ -245,12 +245,11 @@ struct XRow {
     const int32_t* code_sum;  // (k/32) 4 * each block's sum of codes (for Q4_0's and Q5_0's offsets; else unused)
 };
 
-// 4 weight rows w[0..4) times M rows of X into
-// y[i * y_stride + r * y_lane], one block of every row at a time: the 4 rows' integer dot products
-// with X's block fold into one vector (two lanes per row, as fold4 lays them out), converted once
-// and scaled by d_w * d_x lane by lane; Q4_1's mn * sum_x goes to an accumulator of its own (its
-// odd lanes, as scales4 lays the mn out), and a row's two lanes and its mn lane are added at the
-// end. The rows ride in lanes (any 4 rows, anywhere in W), so a row has no tail of blocks and no
+// 4 weight rows w[0..4) times M rows of X into y[i * y_stride + r * y_lane], one block of every
+// row at a time: the 4 rows' integer dot products with X's block fold into one vector (two lanes
+// per row, as fold4 lays them out), converted once and scaled by d_w * d_x lane by lane; Q4_1's
+// mn * sum_x goes to an accumulator of its own (its odd lanes, as scales4 lays the mn out), and a
+// row's two lanes and its mn lane are added at the end. The rows ride in lanes (any 4 rows, anywhere in W), so a row has no tail of blocks and no
 // horizontal sum of its own (SmolLM2's rows are 18 blocks long), and each block of X, loaded once,
 // serves 4 rows. Every (weight row, X row) pair takes the same operations in the same order
 // whatever its group, its lane and M are.
