@@ -174,7 +174,8 @@ struct IntQ4_1 {
 // gives n, and dot4 takes 16 * (the sum of X's codes) off Q5_0's as it takes Q4_0's 8 (a lane then
 // holds at most 16 * 31 * 32767 + 8 * 32 * 32767 < 2^25 in magnitude). The zmm decoder takes the
 // nibbles as Q4_1's does and qh as a mask of 32 lanes: one masked add of 16 (or, for Q5_0, one
-// masked subtract where the bit is clear: n + 16 h - 16), where the ymm one takes 13 instructions.
+// masked subtract where the bit is clear: n + 16 h - 16), where the ymm one takes 15 instructions
+// (and 2 more to join its halves into a zmm).
 template <class Block, int kOffset>
 struct IntQ5 {
     static constexpr bool kUsesSum = kOffset == 0, kOffsetByCodeSum = kOffset != 0;
@@ -245,14 +246,25 @@ struct XRow {
     const int32_t* code_sum;  // (k/32) 4 * each block's sum of codes (for Q4_0's and Q5_0's offsets; else unused)
 };
 
+// v's 4 lanes to y[0], y[y_lane], y[2 y_lane], y[3 y_lane]: one store where they are neighbours.
+inline void store4(float* y, int64_t y_lane, __m128 v) {
+    if (y_lane == 1) {
+        _mm_storeu_ps(y, v);
+    } else {
+        alignas(16) float out[4];
+        _mm_store_ps(out, v);
+        for (int r = 0; r < 4; r++) y[r * y_lane] = out[r];
+    }
+}
+
 // 4 weight rows w[0..4) times M rows of X into y[i * y_stride + r * y_lane], one block of every
 // row at a time: the 4 rows' integer dot products with X's block fold into one vector (two lanes
 // per row, as fold4 lays them out), converted once and scaled by d_w * d_x lane by lane; Q4_1's
 // mn * sum_x goes to an accumulator of its own (its odd lanes, as scales4 lays the mn out), and a
-// row's two lanes and its mn lane are added at the end. The rows ride in lanes (any 4 rows, anywhere in W), so a row has no tail of blocks and no
-// horizontal sum of its own (SmolLM2's rows are 18 blocks long), and each block of X, loaded once,
-// serves 4 rows. Every (weight row, X row) pair takes the same operations in the same order
-// whatever its group, its lane and M are.
+// row's two lanes and its mn lane are added at the end. The rows ride in lanes (any 4 rows,
+// anywhere in W), so a row has no tail of blocks and no horizontal sum of its own (SmolLM2's rows
+// are 18 blocks long), and each block of X, loaded once, serves 4 rows. Every (weight row, X row)
+// pair takes the same operations in the same order whatever its group, its lane and M are.
 template <class Dec, int M>
 inline void dot4(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, int64_t y_stride, int64_t y_lane) {
     __m256 acc[M], macc[M];
@@ -282,13 +294,7 @@ inline void dot4(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, i
         __m256 t = _mm256_add_ps(acc[i], _mm256_permute_ps(acc[i], _MM_SHUFFLE(1, 0, 3, 2)));  // r0 r1 . . | r2 r3 . .
         if constexpr (Dec::kUsesSum) t = _mm256_add_ps(t, _mm256_permute_ps(macc[i], _MM_SHUFFLE(3, 1, 3, 1)));
         const __m128 lo = _mm256_castps256_ps128(t), hi = _mm256_extractf128_ps(t, 1);
-        if (y_lane == 1) {
-            _mm_storeu_ps(y + i * y_stride, _mm_movelh_ps(lo, hi));
-        } else {
-            alignas(16) float out[4];
-            _mm_store_ps(out, _mm_movelh_ps(lo, hi));
-            for (int r = 0; r < 4; r++) y[i * y_stride + r * y_lane] = out[r];
-        }
+        store4(y + i * y_stride, y_lane, _mm_movelh_ps(lo, hi));
     }
 }
 
@@ -359,16 +365,8 @@ inline void dot8(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, i
         }
     }
     for (int i = 0; i < M; i++)
-        for (int h = 0; h < 2; h++) {
-            const __m128 out = rows4(acc[i][h], macc[i][h]);
-            if (y_lane == 1) {
-                _mm_storeu_ps(y + i * y_stride + 4 * h, out);
-            } else {
-                alignas(16) float o[4];
-                _mm_store_ps(o, out);
-                for (int r = 0; r < 4; r++) y[i * y_stride + (4 * h + r) * y_lane] = o[r];
-            }
-        }
+        for (int h = 0; h < 2; h++)  // rows 4h .. 4h + 3
+            store4(y + i * y_stride + 4 * h * y_lane, y_lane, rows4(acc[i][h], macc[i][h]));
 }
 
 #endif  // RIDGE_MATMUL_V4_ZMM
