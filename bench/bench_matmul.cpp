@@ -70,30 +70,32 @@ void BM_v3_simd(benchmark::State& s) { run(s, cpu::matmul_v3_simd); }
 
 // The integer decode kernel with the quantization of its input in the timing (forward() quantizes
 // once per input, shared by q/k/v and by gate/up).
-// BM_v4_int takes the AVX-512 form where the build has it (8 weight rows a step), BM_v4_int_ymm
+// BM_v4_int takes the form matmul_v4_int takes on this machine (cpu::int_form(): the AVX-512 form
+// where the build has it, 8 weight rows a step, its scales by one gather where this CPU's gathers
+// run at full speed); BM_v4_int_zmm_loads the AVX-512 form with the scales by loads, BM_v4_int_ymm
 // always the AVX2 form (4 rows a step).
-void int_run(benchmark::State& state, bool zmm) {
+template <cpu::Cost (*kKernel)(const TensorView&, const cpu::QuantizedRows&, float*)>
+void int_run(benchmark::State& state) {
     const DType t = kTypes[state.range(0)];
     if (!cpu::int_simd_types(t)) {
         state.SkipWithError("no integer kernel for this type in this build");
         return;
     }
-    if (zmm) {
-        run(state, [](const TensorView& W, const float* X, int64_t m, float* Y) {
-            static thread_local cpu::QuantizedRows q;
-            cpu::quantize_rows(X, m, W.ne(0), q);
-            return cpu::matmul_v4_int(W, q, Y);
-        });
-    } else {
-        run(state, [](const TensorView& W, const float* X, int64_t m, float* Y) {
-            static thread_local cpu::QuantizedRows q;
-            cpu::quantize_rows(X, m, W.ne(0), q);
-            return cpu::matmul_v4_int_ymm(W, q, Y);
-        });
-    }
+    run(state, [](const TensorView& W, const float* X, int64_t m, float* Y) {
+        static thread_local cpu::QuantizedRows q;
+        cpu::quantize_rows(X, m, W.ne(0), q);
+        return kKernel(W, q, Y);
+    });
 }
-void BM_v4_int(benchmark::State& s) { int_run(s, true); }
-void BM_v4_int_ymm(benchmark::State& s) { int_run(s, false); }
+cpu::Cost v4_zmm_loads(const TensorView& W, const cpu::QuantizedRows& X, float* Y) {
+    return cpu::matmul_v4_int_as(W, X, Y, cpu::IntForm::zmm_loads);
+}
+cpu::Cost v4_ymm(const TensorView& W, const cpu::QuantizedRows& X, float* Y) {
+    return cpu::matmul_v4_int_as(W, X, Y, cpu::IntForm::ymm);
+}
+void BM_v4_int(benchmark::State& s) { int_run<cpu::matmul_v4_int>(s); }
+void BM_v4_int_zmm_loads(benchmark::State& s) { int_run<v4_zmm_loads>(s); }
+void BM_v4_int_ymm(benchmark::State& s) { int_run<v4_ymm>(s); }
 
 void prefill_args(benchmark::internal::Benchmark* b) {
     for (int t = 0; t < 3; t++) b->Args({t, 1536, 576, 512})->Args({t, 576, 1536, 512});
@@ -112,6 +114,7 @@ BENCHMARK(BM_v5_tiled)->Apply(prefill_args);
 BENCHMARK(BM_v6_packed)->Apply(prefill_args);
 BENCHMARK(BM_v3_simd)->Apply(decode_args);
 BENCHMARK(BM_v4_int)->Apply(int_decode_args);
+BENCHMARK(BM_v4_int_zmm_loads)->Apply(int_decode_args);
 BENCHMARK(BM_v4_int_ymm)->Apply(int_decode_args);
 
 }  // namespace

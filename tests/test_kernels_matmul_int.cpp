@@ -167,13 +167,21 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
                                   " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k);
         // Same integer products; only the f32 order of the per-block sums differs.
         test::expect_close(got.data(), ref.data(), got.size(), 1e-4, 1e-5, "v4 " + where);
-        // The AVX2 form, which matmul_v4_int is where the build has no AVX-512 (8 rows a step).
+        // The AVX2 form, which matmul_v4_int is where the build has no AVX-512 (4 rows a step).
         std::vector<float> ymm(ref.size(), -99.0f);
-        const cpu::Cost yc = cpu::matmul_v4_int_ymm(W.view, q, ymm.data());
+        const cpu::Cost yc = cpu::matmul_v4_int_as(W.view, q, ymm.data(), cpu::IntForm::ymm);
         test::expect_close(ymm.data(), ref.data(), ymm.size(), 1e-4, 1e-5, "v4 ymm " + where);
         EXPECT_DOUBLE_EQ(yc.bytes(), rc.bytes());
+        // The two AVX-512 forms (8 rows a step): the scales by loads or by one gather, the same
+        // arithmetic, so the same outputs bit for bit; matmul_v4_int is one of them (or ymm).
+        std::vector<float> loads(ref.size(), -99.0f), gather(ref.size(), -99.0f);
+        cpu::matmul_v4_int_as(W.view, q, loads.data(), cpu::IntForm::zmm_loads);
+        cpu::matmul_v4_int_as(W.view, q, gather.data(), cpu::IntForm::zmm_gather);
+        test::expect_close(gather.data(), ref.data(), gather.size(), 1e-4, 1e-5, "v4 zmm gather " + where);
+        EXPECT_EQ(loads, gather) << where;
+        EXPECT_EQ(got, cpu::int_zmm_kernel() ? gather : ymm) << where;
         if (!cpu::int_zmm_kernel()) {
-            EXPECT_EQ(ymm, got) << where;
+            EXPECT_EQ(ymm, gather) << where;  // the zmm forms run as ymm
         }
         EXPECT_DOUBLE_EQ(gc.flops, 2.0 * cs.m * cs.n * cs.k);
         EXPECT_DOUBLE_EQ(gc.bytes(), rc.bytes());

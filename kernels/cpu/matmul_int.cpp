@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "kernels/cpu/simd.h"
@@ -334,51 +335,75 @@ inline __m128 rows4(__m512 acc, __m256 macc) {
 }
 #pragma GCC diagnostic pop
 
+// Block b's f16 scale d of 8 weight rows and the 2 bytes after it, as 16 f32 lanes
+// (d0 m0 d1 m1 ... d7 m7). With kGather, one gather of each row's 4 bytes at offsets `rows`
+// (w[r] - w[0]) from w[0]'s block, converted at once; else scales4 twice (8 loads, then 6 unpacks
+// and 2 conversions, on the ports that dot8 is short of) and one join. The same values either way.
+// On an Intel Xeon (2026-12-03), one thread in cache (bench_matmul, the two forms interleaved, two
+// passes of 10): Q4_1 about 3% faster (39.6 -> 38.3 us, the mean of four medians), Q8_0 8% (38.0 ->
+// 34.8); SmolLM2 Q4_1 decode not measurably (medians 269.2 -> 274.3 and 248.5 -> 246.4 t/s in two
+// sets of 10 alternating pairs). Where the CPU's gathers are slowed by Intel's GDS mitigation the
+// loads stay (int_form()).
+template <class Dec, bool kGather>
+inline __m512 scales8(const uint8_t* const* w, __m256i rows, int64_t b) {
+    if constexpr (kGather) {
+        const auto* at = reinterpret_cast<const int*>(w[0] + size_t(b) * Dec::kBlockBytes + Dec::kScaleOffset);
+        return _mm512_cvtph_ps(_mm256_i32gather_epi32(at, rows, 1));
+    } else {
+        return _mm512_insertf32x8(_mm512_castps256_ps512(scales4<Dec>(w, b)), scales4<Dec>(w + 4, b), 1);
+    }
+}
+
 // dot4's arithmetic for 8 weight rows w[0..8): per block, the 8 rows' madds with X's block fold
 // into two vectors (rows 0-3, rows 4-7), converted and scaled by d_w * d_x, each quarter of a vector
 // accumulating on its own; a row's 4 quarters and its mn * sum_x are added at the end. Every
 // (weight row, X row) pair takes the same operations in the same order whatever its group and M.
-template <class Dec, int M>
+// With kGather, the rows' offsets from w[0] must fit in int32 (v4_job checks the tensor's size).
+template <class Dec, int M, bool kGather>
 inline void dot8(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, int64_t y_stride, int64_t y_lane) {
-    const __m512i d_lanes = _mm512_set_epi32(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0);
-    __m512 acc[M][2];
-    __m256 macc[M][2];
-    for (int i = 0; i < M; i++)
-        for (int h = 0; h < 2; h++) acc[i][h] = _mm512_setzero_ps(), macc[i][h] = _mm256_setzero_ps();
+    const __m512i d_lanes[2] = {_mm512_set_epi32(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0),  // d0 d1 d2 d3
+                                _mm512_set_epi32(14, 12, 10, 8, 14, 12, 10, 8, 14, 12, 10, 8, 14, 12, 10, 8)};
+    [[maybe_unused]] const __m256i rows = _mm256_setr_epi32(0, int(w[1] - w[0]), int(w[2] - w[0]), int(w[3] - w[0]), int(w[4] - w[0]),
+                                                            int(w[5] - w[0]), int(w[6] - w[0]), int(w[7] - w[0]));
+    __m512 acc[M][2], macc[M];
+    for (int i = 0; i < M; i++) acc[i][0] = acc[i][1] = macc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m512i wq[8];
         for (int r = 0; r < 8; r++) wq[r] = Dec::decode_zmm(w[r], b);
-        const __m256 dm[2] = {scales4<Dec>(w, b), scales4<Dec>(w + 4, b)};  // d0 m0 d1 m1 | d2 m2 d3 m3
-        __m512 d[2];                                                        // d0 d1 d2 d3 in every quarter
-        for (int h = 0; h < 2; h++) d[h] = _mm512_permutexvar_ps(d_lanes, _mm512_castps256_ps512(dm[h]));
+        const __m512 dm = scales8<Dec, kGather>(w, rows, b);  // d0 m0 d1 m1 ... d7 m7
+        __m512 d[2];                                          // rows 4h .. 4h + 3's d in every quarter
+        for (int h = 0; h < 2; h++) d[h] = _mm512_permutexvar_ps(d_lanes[h], dm);
         for (int i = 0; i < M; i++) {
             const __m512i q = _mm512_load_si512(x[i].q + b * 32);
             __m512i p[8], f[2];
             for (int r = 0; r < 8; r++) p[r] = _mm512_madd_epi16(wq[r], q);
             fold8(p, f[0], f[1]);
             const __m512 dx = _mm512_set1_ps(x[i].d[b]);
-            for (int h = 0; h < 2; h++) {
+            for (int h = 0; h < 2; h++)
                 acc[i][h] = _mm512_fmadd_ps(_mm512_mul_ps(d[h], dx), _mm512_cvtepi32_ps(f[h]), acc[i][h]);
-                if constexpr (Dec::kUsesSum)
-                    macc[i][h] = _mm256_fmadd_ps(dm[h], _mm256_broadcast_ss(x[i].sum + b), macc[i][h]);
-            }
+            if constexpr (Dec::kUsesSum) macc[i] = _mm512_fmadd_ps(dm, _mm512_set1_ps(x[i].sum[b]), macc[i]);
         }
     }
-    for (int i = 0; i < M; i++)
+    for (int i = 0; i < M; i++) {
+        const __m256 m[2] = {_mm512_castps512_ps256(macc[i]), _mm512_extractf32x8_ps(macc[i], 1)};
         for (int h = 0; h < 2; h++)  // rows 4h .. 4h + 3
-            store4(y + i * y_stride + 4 * h * y_lane, y_lane, rows4(acc[i][h], macc[i][h]));
+            store4(y + i * y_stride + 4 * h * y_lane, y_lane, rows4(acc[i][h], m[h]));
+    }
 }
 
 #endif  // RIDGE_MATMUL_V4_ZMM
 
 // Weight rows w[0..kRows) times the M rows of X at x, row r's output at y[i * y_stride + r * y_lane]:
-// dot4 or dot8, as kRows says.
-template <class Dec, int kRows, int M>
+// dot4 or dot8, as the form F says.
+template <IntForm F>
+inline constexpr int kRowsOf = F == IntForm::ymm ? 4 : 8;
+
+template <class Dec, IntForm F, int M>
 inline void dot_rows(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, int64_t y_stride, int64_t y_lane) {
 #if RIDGE_MATMUL_V4_ZMM
-    if constexpr (kRows == 8) dot8<Dec, M>(w, x, nb, y, y_stride, y_lane);
+    if constexpr (F != IntForm::ymm) dot8<Dec, M, F == IntForm::zmm_gather>(w, x, nb, y, y_stride, y_lane);
 #endif
-    if constexpr (kRows == 4) dot4<Dec, M>(w, x, nb, y, y_stride, y_lane);
+    if constexpr (F == IntForm::ymm) dot4<Dec, M>(w, x, nb, y, y_stride, y_lane);
 }
 
 // 4 * the sum of each block's 32 codes, for every row of X (Q4_0's and Q5_0's offsets, see IntQ4_0), in a
@@ -427,8 +452,9 @@ const int32_t* code_sums(const QuantizedRows& X) {
 // 576 Q4_1 matrix in L2, with the file's loops 64-byte aligned (see CMakeLists.txt): 13.75 -> 12.85
 // us a call (1.32 -> 1.24 ns a block); SmolLM2 Q4_1 decode 260.4 -> 266.8 t/s (6 alternating pairs,
 // medians).
-template <class Dec, int kRows>
+template <class Dec, IntForm F>
 void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
+    constexpr int kRows = kRowsOf<F>;
     const int64_t n = W.ne(1), k = X.k, nb = k / 32;
     const size_t rb = row_bytes(W.type, k);
     const uint8_t* const data = W.data;
@@ -446,11 +472,11 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
             int64_t t = 0;
             for (; t + 2 <= m; t += 2) {
                 const XRow x[2] = {x_row(t), x_row(t + 1)};
-                dot_rows<Dec, kRows, 2>(w, x, nb, Y + t * n + j0 + i, n, g);
+                dot_rows<Dec, F, 2>(w, x, nb, Y + t * n + j0 + i, n, g);
             }
             if (t < m) {
                 const XRow x = x_row(t);
-                dot_rows<Dec, kRows, 1>(w, &x, nb, Y + t * n + j0 + i, n, g);
+                dot_rows<Dec, F, 1>(w, &x, nb, Y + t * n + j0 + i, n, g);
             }
         }
         j0 += kRows * g;
@@ -462,23 +488,29 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
             static_assert(R == kRows);
             XRow x[M];
             for (int t = 0; t < M; t++) x[t] = x_row(i + t);
-            dot_rows<Dec, kRows, M>(w, x, nb, y, ys, 1);
+            dot_rows<Dec, F, M>(w, x, nb, y, ys, 1);
         });
 }
 
 template <class Dec>
-RowJob v4_job(const TensorView& W, const QuantizedRows& X, float* Y, bool zmm) {
+RowJob v4_job(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form) {
     RowJob job;
     job.rows = W.ne(1);
     job.row_cost = double(row_bytes(W.type, X.k));
-    job.align = zmm ? 8 : 4;
+    job.align = form == IntForm::ymm ? 4 : 8;
+    // The gather's offsets between a group's rows are int32.
+    if (form == IntForm::zmm_gather && double(job.rows) * job.row_cost >= 2147483648.0) form = IntForm::zmm_loads;
+    switch (form) {
 #if RIDGE_MATMUL_V4_ZMM
-    if (zmm) {
-        job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, 8>(W, X, Y, j0, j1); };
-        return job;
-    }
+        case IntForm::zmm_gather:
+            job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, IntForm::zmm_gather>(W, X, Y, j0, j1); };
+            break;
+        case IntForm::zmm_loads:
+            job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, IntForm::zmm_loads>(W, X, Y, j0, j1); };
+            break;
 #endif
-    job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, 4>(W, X, Y, j0, j1); };
+        default: job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, IntForm::ymm>(W, X, Y, j0, j1); };
+    }
     return job;
 }
 #endif  // RIDGE_MATMUL_V4
@@ -594,33 +626,40 @@ Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y) {
 
 bool int_zmm_kernel() { return RIDGE_MATMUL_V4_ZMM; }
 
-Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y) {
-    const RowJob job = int_row_job(W, X, Y);
+IntForm int_form() {
+    if (!int_zmm_kernel()) return IntForm::ymm;
+    // Linux names the CPU's state against Gather Data Sampling (Intel's "Downfall"): "Not affected",
+    // or a mitigation that makes every gather several times slower, or "Unknown" in a guest whose
+    // host decides. Only the first is sure to gather at full speed.
+    static const bool fast_gathers = [] {
+        std::ifstream f("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling");
+        std::string state;
+        return std::getline(f, state) && state == "Not affected";
+    }();
+    return fast_gathers ? IntForm::zmm_gather : IntForm::zmm_loads;
+}
+
+Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y) { return matmul_v4_int_as(W, X, Y, int_form()); }
+
+Cost matmul_v4_int_as(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form) {
+    const RowJob job = int_row_job(W, X, Y, form);
     run_row_jobs(&job, 1, double(X.m) * double(W.ne(1)) * double(X.k) >= kParallelMinWork);
     return matmul_int_cost(W, X.m);
 }
 
-Cost matmul_v4_int_ymm(const TensorView& W, const QuantizedRows& X, float* Y) {
-    const RowJob job = int_row_job(W, X, Y, /*zmm=*/false);
-    run_row_jobs(&job, 1, double(X.m) * double(W.ne(1)) * double(X.k) >= kParallelMinWork);
-    return matmul_int_cost(W, X.m);
-}
+RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y) { return int_row_job(W, X, Y, int_form()); }
 
-RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y) {
-    return int_row_job(W, X, Y, int_zmm_kernel());
-}
-
-RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, bool zmm) {
+RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form) {
     check(W, X, "matmul_v4_int");
     if (!int_simd_types(W.type)) throw Error("matmul_v4_int: this build has no AVX2 + FMA + F16C");
-    zmm = zmm && int_zmm_kernel();
+    if (!int_zmm_kernel()) form = IntForm::ymm;
 #if RIDGE_MATMUL_V4
     switch (W.type) {
-        case DType::Q4_0: return v4_job<IntQ4_0>(W, X, Y, zmm);
-        case DType::Q4_1: return v4_job<IntQ4_1>(W, X, Y, zmm);
-        case DType::Q5_0: return v4_job<IntQ5_0>(W, X, Y, zmm);
-        case DType::Q5_1: return v4_job<IntQ5_1>(W, X, Y, zmm);
-        case DType::Q8_0: return v4_job<IntQ8_0>(W, X, Y, zmm);
+        case DType::Q4_0: return v4_job<IntQ4_0>(W, X, Y, form);
+        case DType::Q4_1: return v4_job<IntQ4_1>(W, X, Y, form);
+        case DType::Q5_0: return v4_job<IntQ5_0>(W, X, Y, form);
+        case DType::Q5_1: return v4_job<IntQ5_1>(W, X, Y, form);
+        case DType::Q8_0: return v4_job<IntQ8_0>(W, X, Y, form);
         default: break;
     }
 #endif

@@ -82,13 +82,22 @@ Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
 // once for every row of X (2 X rows at a time). A step takes one block of each of the 4 rows: their
 // 4 int32 vectors fold into one whose lanes are the rows, converted to f32 once and scaled by
 // d_w * d_x with one FMA, so the per-block overhead (scales, conversion) is shared and no row has a
-// tail of blocks or a horizontal sum of its own. Where the build
-// has AVX-512 (F, BW, VL, DQ) and GFNI (int_zmm_kernel()), the same arithmetic runs on zmm
-// registers 8 weight rows (8 runs) a step (a block's 32 codes in one register, the fold and scaling
-// shared by 8 rows); matmul_v4_int_ymm always runs the AVX2 form (4 rows a step), for tests and benchmarks.
-Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y);
-Cost matmul_v4_int_ymm(const TensorView& W, const QuantizedRows& X, float* Y);
+// tail of blocks or a horizontal sum of its own. Where the build has AVX-512 (F, BW, VL, DQ) and
+// GFNI (int_zmm_kernel()), the same arithmetic runs on zmm registers 8 weight rows (8 runs) a step
+// (a block's 32 codes in one register, the fold and scaling shared by 8 rows), the 8 rows' scales
+// fetched by one gather where this CPU's gathers run at full speed.
+// The forms, which int_form() picks for this machine and matmul_v4_int_as takes for tests and
+// benchmarks (a zmm form runs as ymm where the build has no AVX-512): each gives the same outputs
+// bit for bit as the others of its register width.
+enum class IntForm {
+    ymm,         // AVX2, 4 rows a step
+    zmm_loads,   // AVX-512, 8 rows a step, scales by 8 loads and unpacks
+    zmm_gather,  // the same, scales by one gather (not where Linux reports a GDS mitigation)
+};
+IntForm int_form();
 bool int_zmm_kernel();
+Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y);
+Cost matmul_v4_int_as(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form);
 
 // K-quant weights on the same rows (matmul_int_k.cpp): Q4_K, Q5_K and Q6_K super-blocks of 256, each
 // dotted with 8 ActBlocks exactly in int32 per ActBlock (Q6_K: per 16-element group), scaled once.
@@ -101,7 +110,7 @@ Cost matmul_v4_int_k(const TensorView& W, const QuantizedRows& X, float* Y);
 // The same two kernels as row jobs (row_jobs.h), so that several weights reading one X run in one
 // OpenMP region (matmul_rows_fused in matmul.h): W, X and Y must outlive the job. Checks as above.
 RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y);    // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
-RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, bool zmm);  // zmm: where built
+RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form);
 RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y);  // Q4_K, Q5_K, Q6_K
 
 }  // namespace ridge::cpu
