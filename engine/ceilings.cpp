@@ -234,6 +234,29 @@ void save_ceilings(const Ceilings& c, const std::string& path) {
     if (ec) throw Error(path + ": cannot write the probe file: " + ec.message());
 }
 
+size_t last_level_cache_bytes(const std::string& cache_dir) {
+    std::error_code ec;
+    std::filesystem::directory_iterator it(cache_dir, ec), end;
+    size_t largest = 0;
+    for (; !ec && it != end; it.increment(ec)) {
+        if (it->path().filename().string().rfind("index", 0) != 0) continue;
+        std::ifstream in(it->path() / "size");
+        size_t n = 0;
+        std::string unit;
+        if (!(in >> n)) continue;
+        in >> unit;  // "K", "M" or "G" right after the number; nothing for bytes
+        const int shift = unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : 0;
+        if (!unit.empty() && shift == 0) continue;  // not a size
+        largest = std::max(largest, n << shift);
+    }
+    return largest;
+}
+
+size_t last_level_cache_bytes() {
+    const char* dir = std::getenv("RIDGE_CPU_CACHE_DIR");
+    return last_level_cache_bytes(dir && *dir ? dir : "/sys/devices/system/cpu/cpu0/cache");
+}
+
 Ceilings measure_ceilings(const ProbeOptions& opt) {
     if (opt.threads < 1) throw Error("probe: threads " + std::to_string(opt.threads) + " must be >= 1");
     if (opt.reps < 1) throw Error("probe: repetitions " + std::to_string(opt.reps) + " must be >= 1");

@@ -55,6 +55,13 @@ struct ProbeOptions {
 // Runs the probes of kernels/cpu/probe.h and the matmul measurement.
 Ceilings measure_ceilings(const ProbeOptions& opt);
 
+// The size in bytes of the CPU's last-level cache (the L3 of most x86 parts): the largest of the
+// caches Linux lists in cache_dir/index*/size ("491520K", "32M"); 0 where none is listed or
+// readable. Weights that fit in it may be read faster than the probe's DRAM bandwidth.
+// Without an argument: the listing in $RIDGE_CPU_CACHE_DIR, else /sys/devices/system/cpu/cpu0/cache.
+size_t last_level_cache_bytes(const std::string& cache_dir);
+size_t last_level_cache_bytes();
+
 // The saved ceilings for `threads`, or measured now (full probe, a few seconds) and saved when
 // none are saved, or the saved file is for another thread count or from an older probe
 // ($RIDGE_PROBE_FILE names one file).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -206,6 +207,47 @@ TEST(CliBench, MarkdownTableHasTheHeaderAndOneRowPerTest) {
               std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("peak resident memory: "), std::string::npos) << r.out;
+}
+
+// A listing of the CPU's caches as Linux gives one (index<i>/size), for $RIDGE_CPU_CACHE_DIR.
+std::string cache_listing(const std::vector<std::string>& sizes) {
+    const std::string dir = cli_test::scratch("cache");
+    for (size_t i = 0; i < sizes.size(); i++) {
+        std::filesystem::create_directories(dir + "/index" + std::to_string(i));
+        std::ofstream(dir + "/index" + std::to_string(i) + "/size") << sizes[i] << "\n";
+    }
+    std::filesystem::create_directories(dir);
+    return dir;
+}
+
+TEST(CliBench, SaysWhenTheWeightsFitInTheLastLevelCache) {
+    // stories260K's weights are about 1 MB: they fit in a 1 GiB cache, not in a 512 KiB one.
+    const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
+    const std::string note = "note: the weights (";
+    struct Case {
+        std::vector<std::string> sizes;
+        double bytes;
+        bool fits;
+    };
+    for (const Case& c : {Case{{"48K", "2048K", "1G"}, 1073741824.0, true}, Case{{"32K", "512K"}, 524288.0, false},
+                          Case{{}, 0.0, false}}) {
+        const std::string dir = cache_listing(c.sizes);
+        const std::vector<std::string> args = {"bench", "-m", kStories, "-t", "2", "-p", "0", "-n", "4", "-r", "1"};
+        const RunResult text = ridge(args, {{"RIDGE_PROBE_FILE", probe}, {"RIDGE_CPU_CACHE_DIR", dir}});
+        ASSERT_EQ(text.rc, 0) << text.err;
+        EXPECT_EQ(text.out.find(note) != std::string::npos, c.fits) << text.out;
+        std::vector<std::string> json_args = args;
+        json_args.push_back("--json");
+        const RunResult json = ridge(json_args, {{"RIDGE_PROBE_FILE", probe}, {"RIDGE_CPU_CACHE_DIR", dir}});
+        ASSERT_EQ(json.rc, 0) << json.err;
+        const nlohmann::json j = nlohmann::json::parse(json.out);
+        EXPECT_EQ(j["last_level_cache_bytes"].get<double>(), c.bytes);
+        EXPECT_EQ(j["weights_fit_in_cache"].get<bool>(), c.fits);
+    }
+    // The note names both sizes.
+    const RunResult r = ridge({"bench", "-m", kStories, "-t", "2", "-p", "0", "-n", "4", "-r", "1"},
+                              {{"RIDGE_PROBE_FILE", probe}, {"RIDGE_CPU_CACHE_DIR", cache_listing({"1G"})}});
+    EXPECT_NE(r.out.find("fit in this CPU's 1.07 GB last-level cache"), std::string::npos) << r.out;
 }
 
 TEST(CliBench, BadInputGivesOneLineAndNonZeroExit) {
