@@ -131,6 +131,41 @@ TEST(CliBench, JsonHoldsEveryFieldWithSaneValues) {
                kBandwidth * 1e9 / tests[1]["per_token"]["bytes"].get<double>(), 1e-12, "decode bound = bw ÷ bytes");
 }
 
+// The names in the first column of the README's `ridge bench --json` fields table (a "tests[]."
+// before and a "[]" after dropped), so that a field the command prints and the README does not
+// explain fails here.
+std::vector<std::string> readme_bench_fields() {
+    std::ifstream in(std::string(RIDGE_TESTS_DIR) + "/../README.md");
+    std::vector<std::string> names;
+    bool in_table = false;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("### ", 0) == 0) in_table = line == "### `ridge bench --json` fields";
+        if (!in_table || line.rfind("| `", 0) != 0) continue;
+        const std::string first = line.substr(2, line.find(" |", 2) - 2);
+        for (size_t at = first.find('`'); at != std::string::npos; at = first.find('`', at)) {
+            const size_t end = first.find('`', at + 1);
+            std::string name = first.substr(at + 1, end - at - 1);
+            if (name.rfind("tests[].", 0) == 0) name = name.substr(8);
+            if (name.size() > 2 && name.compare(name.size() - 2, 2, "[]") == 0) name.resize(name.size() - 2);
+            names.push_back(name);
+            at = end + 1;
+        }
+    }
+    return names;
+}
+
+TEST(CliBench, EveryJsonFieldIsInTheReadmesTable) {
+    const std::vector<std::string> names = readme_bench_fields();
+    ASSERT_GT(names.size(), 10u) << "no fields table found in README.md";
+    auto documented = [&names](const std::string& key) {
+        return std::find(names.begin(), names.end(), key) != names.end();
+    };
+    const nlohmann::json j = bench_json({"-p", "16", "-n", "8", "-r", "1"}, cli_test::write_probe(kBandwidth, kPeak));
+    for (const auto& [key, value] : j.items()) EXPECT_TRUE(documented(key)) << key;
+    for (const auto& [key, value] : j["tests"][0].items()) EXPECT_TRUE(documented(key)) << "tests[]." << key;
+    EXPECT_FALSE(documented("no_such_field"));
+}
+
 TEST(CliBench, OneTestAloneAndCountingOff) {
     const std::string probe = cli_test::write_probe(kBandwidth, kPeak);
     nlohmann::json j = bench_json({"-p", "0", "-n", "4", "-r", "1"}, probe);
