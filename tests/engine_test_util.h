@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -61,6 +63,19 @@ inline void expect_cost_near(const cpu::Cost& a, const cpu::Cost& b, const std::
     near(a.act_written, b.act_written, "act_written");
     near(a.kv_read, b.kv_read, "kv_read");
     near(a.kv_written, b.kv_written, "kv_written");
+}
+
+// A listing of a CPU's caches as Linux gives one, in dir (made afresh): index<i>/size holding
+// sizes[i] ("48K", "491520K", "32M"), for last_level_cache_bytes and $RIDGE_CPU_CACHE_DIR.
+inline std::string write_cache_listing(const std::string& dir, const std::vector<std::string>& sizes) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    for (size_t i = 0; i < sizes.size(); i++) {
+        const std::string index = dir + "/index" + std::to_string(i);
+        std::filesystem::create_directories(index);
+        std::ofstream(index + "/size") << sizes[i] << "\n";
+    }
+    return dir;
 }
 
 }  // namespace ridge::test

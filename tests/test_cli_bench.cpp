@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -244,15 +243,9 @@ TEST(CliBench, MarkdownTableHasTheHeaderAndOneRowPerTest) {
     EXPECT_NE(r.out.find("peak resident memory: "), std::string::npos) << r.out;
 }
 
-// A listing of the CPU's caches as Linux gives one (index<i>/size), for $RIDGE_CPU_CACHE_DIR.
+// A listing of the CPU's caches for $RIDGE_CPU_CACHE_DIR.
 std::string cache_listing(const std::vector<std::string>& sizes) {
-    const std::string dir = cli_test::scratch("cache");
-    for (size_t i = 0; i < sizes.size(); i++) {
-        std::filesystem::create_directories(dir + "/index" + std::to_string(i));
-        std::ofstream(dir + "/index" + std::to_string(i) + "/size") << sizes[i] << "\n";
-    }
-    std::filesystem::create_directories(dir);
-    return dir;
+    return ridge::test::write_cache_listing(cli_test::scratch("cache"), sizes);
 }
 
 TEST(CliBench, SaysWhenTheWeightsFitInTheLastLevelCache) {

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/ceilings.h"
+#include "engine_test_util.h"
 #include "weights/error.h"
 
 namespace ridge {
@@ -225,36 +225,25 @@ TEST(Ceilings, CeilingsForMeasuresAgainOverAnOlderProbe) {
     EXPECT_EQ(load_ceilings(path)->version, kProbeVersion);
 }
 
-// A cache directory as Linux lists one: index<i>/level and index<i>/size for each cache.
-std::string cache_dir(const std::string& name, const std::vector<std::pair<std::string, std::string>>& caches) {
-    const std::string dir = scratch(name);
-    std::filesystem::remove_all(dir);
-    for (size_t i = 0; i < caches.size(); i++) {
-        const std::string index = dir + "/index" + std::to_string(i);
-        std::filesystem::create_directories(index);
-        std::ofstream(index + "/level") << caches[i].first << "\n";
-        std::ofstream(index + "/size") << caches[i].second << "\n";
-    }
-    return dir;
+std::string cache_dir(const std::string& name, const std::vector<std::string>& sizes) {
+    return test::write_cache_listing(scratch(name), sizes);
 }
 
 TEST(Ceilings, LastLevelCacheIsTheLargestListed) {
     // An Intel Xeon's listing: 48K L1d, 64K L1i, 2048K L2, 491520K L3 (lscpu's "480 MiB").
-    EXPECT_EQ(last_level_cache_bytes(cache_dir("xeon", {{"1", "48K"}, {"1", "64K"}, {"2", "2048K"}, {"3", "491520K"}})),
-              size_t(491520) * 1024);
-    // Listed out of order, in M; in bytes; in G.
-    EXPECT_EQ(last_level_cache_bytes(cache_dir("order", {{"3", "32M"}, {"2", "512K"}, {"3", "16M"}})),
-              size_t(32) << 20);
-    EXPECT_EQ(last_level_cache_bytes(cache_dir("bytes", {{"2", "1048576"}})), size_t(1) << 20);
-    EXPECT_EQ(last_level_cache_bytes(cache_dir("giga", {{"4", "1G"}, {"3", "96M"}})), size_t(1) << 30);
+    EXPECT_EQ(last_level_cache_bytes(cache_dir("xeon", {"48K", "64K", "2048K", "491520K"})), size_t(491520) * 1024);
+    // The largest wherever it is listed; in M, in bytes, in G.
+    EXPECT_EQ(last_level_cache_bytes(cache_dir("order", {"32M", "512K", "16M"})), size_t(32) << 20);
+    EXPECT_EQ(last_level_cache_bytes(cache_dir("bytes", {"1048576"})), size_t(1) << 20);
+    EXPECT_EQ(last_level_cache_bytes(cache_dir("giga", {"1G", "96M"})), size_t(1) << 30);
 }
 
 TEST(Ceilings, LastLevelCacheUnknownIsZero) {
     EXPECT_EQ(last_level_cache_bytes(scratch("no_such_dir")), 0u);
     EXPECT_EQ(last_level_cache_bytes(cache_dir("empty", {})), 0u);
     // Sizes that cannot be read as a number and K, M or G are passed over, not guessed.
-    EXPECT_EQ(last_level_cache_bytes(cache_dir("junk", {{"3", "lots"}, {"3", "32Q"}, {"3", ""}})), 0u);
-    EXPECT_EQ(last_level_cache_bytes(cache_dir("mixed", {{"2", "2048K"}, {"3", "32MiB"}})), size_t(2048) * 1024);
+    EXPECT_EQ(last_level_cache_bytes(cache_dir("junk", {"lots", "32Q", ""})), 0u);
+    EXPECT_EQ(last_level_cache_bytes(cache_dir("mixed", {"2048K", "32MiB"})), size_t(2048) * 1024);
 }
 
 }  // namespace
