@@ -100,10 +100,11 @@ int main(int argc, char** argv) {
     try {
         const auto file = ridge::ModelFile::open(path);
         const ridge::Model model = ridge::Model::from_file(*file);
+        const ridge::Engine engine(model);
         ridge::SessionOptions opt;
         opt.n_ctx = 128;
         opt.max_rows = kPrompt;
-        ridge::Session s(model, opt);
+        ridge::Session s(engine, opt);
         time_prefill(s, true), time_decode(s, true);  // warm-up: page the weights in
         // Counts per decode token: one per kernel call of every layer, and of the ops outside.
         const double calls = double(s.decode_stats.counters.total().calls) / double(s.decode_stats.tokens);

@@ -46,7 +46,7 @@ std::vector<int32_t> random_tokens(int64_t n, int n_vocab, std::mt19937_64& rng)
 
 // n decode steps of all sequences, one forward() each: row i is sequence seqs[i] at its next
 // position. tokens: (n, B). Returns the wall time of the steps.
-double decode_steps(const Model& model, KVCache& cache, const std::vector<int>& seqs,
+double decode_steps(const Engine& engine, KVCache& cache, const std::vector<int>& seqs,
                     const std::vector<int32_t>& tokens, int n, Workspace& ws, Batch& batch, Counters* counters) {
     const size_t B = seqs.size();
     const Clock::time_point t0 = Clock::now();
@@ -56,14 +56,14 @@ double decode_steps(const Model& model, KVCache& cache, const std::vector<int>& 
             const int pos = cache.append(seqs[i], 1);
             batch.add(tokens[size_t(step) * B + i], seqs[i], pos, /*logits=*/true);  // every sequence samples
         }
-        forward(model, cache, batch, ws, counters);
+        forward(engine, cache, batch, ws, counters);
     }
     return seconds_since(t0);
 }
 
-BatchPoint run_point(const Model& model, int B, const BatchBenchOptions& opt, const Ceilings* ceilings,
+BatchPoint run_point(const Engine& engine, int B, const BatchBenchOptions& opt, const Ceilings* ceilings,
                      std::mt19937_64& rng) {
-    const Config& c = model.config;
+    const Config& c = engine.config();
     BatchPoint pt;
     pt.batch = B;
     pt.kv_cache_tokens = kv_tokens_for(B, opt.n_prompt + opt.n_gen);
@@ -72,7 +72,7 @@ BatchPoint run_point(const Model& model, int B, const BatchBenchOptions& opt, co
     so.n_ctx = int(pt.kv_cache_tokens);
     so.kv_type = opt.kv_type;
     so.max_rows = opt.max_rows;
-    Session session(model, so);
+    Session session(engine, so);
     KVCache& cache = session.cache();
     pt.kv_cache_bytes = double(cache.bytes());
 
@@ -93,10 +93,10 @@ BatchPoint run_point(const Model& model, int B, const BatchBenchOptions& opt, co
     auto rewind = [&] {
         for (int s : seqs) cache.truncate(s, opt.n_prompt);
     };
-    decode_steps(model, cache, seqs, steps, opt.n_gen, ws, batch, nullptr);  // warm-up
+    decode_steps(engine, cache, seqs, steps, opt.n_gen, ws, batch, nullptr);  // warm-up
     rewind();
     for (int r = 0; r < opt.reps; r++) {
-        const double secs = decode_steps(model, cache, seqs, steps, opt.n_gen, ws, batch, &pt.counters);
+        const double secs = decode_steps(engine, cache, seqs, steps, opt.n_gen, ws, batch, &pt.counters);
         pt.step_seconds.push_back(secs / opt.n_gen);
         rewind();
     }
@@ -115,8 +115,8 @@ BatchPoint run_point(const Model& model, int B, const BatchBenchOptions& opt, co
 
 }  // namespace
 
-void check_batch_bench_options(const Model& model, const BatchBenchOptions& opt) {
-    const Config& c = model.config;
+void check_batch_bench_options(const Engine& engine, const BatchBenchOptions& opt) {
+    const Config& c = engine.config();
     if (opt.batch_sizes.empty()) throw Error("no batch sizes given (a list such as 1,2,4,8)");
     for (size_t i = 0; i < opt.batch_sizes.size(); i++) {
         const int B = opt.batch_sizes[i];
@@ -172,15 +172,15 @@ BatchCrossing batch_crossing(const std::vector<BatchPoint>& points, const Ceilin
     return x;
 }
 
-BatchBenchResult run_batch_bench(const Model& model, const BatchBenchOptions& opt, const Ceilings* ceilings) {
-    check_batch_bench_options(model, opt);
+BatchBenchResult run_batch_bench(const Engine& engine, const BatchBenchOptions& opt, const Ceilings* ceilings) {
+    check_batch_bench_options(engine, opt);
     BatchBenchResult res;
     res.threads = omp_get_max_threads();
     res.n_prompt = opt.n_prompt;
     res.n_gen = opt.n_gen;
     res.reps = opt.reps;
     std::mt19937_64 rng(opt.seed);
-    for (int B : opt.batch_sizes) res.points.push_back(run_point(model, B, opt, ceilings, rng));
+    for (int B : opt.batch_sizes) res.points.push_back(run_point(engine, B, opt, ceilings, rng));
     if (ceilings) res.crossing = batch_crossing(res.points, *ceilings);
     res.peak_rss_bytes = peak_rss_bytes();
     return res;

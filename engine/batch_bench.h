@@ -10,7 +10,7 @@
 #include "engine/bench.h"
 #include "engine/ceilings.h"
 #include "engine/counters.h"
-#include "engine/model.h"
+#include "engine/engine.h"
 #include "weights/types.h"
 
 namespace ridge {
@@ -68,10 +68,10 @@ struct BatchBenchResult {
 // ridge::Error (one line) for options that make no sense for this model: B < 1 or listed twice,
 // p < 0, n < 1, reps < 1, p + n past the model's context, or a KV cache for the largest B too big
 // for this machine's memory.
-void check_batch_bench_options(const Model& model, const BatchBenchOptions& opt);
+void check_batch_bench_options(const Engine& engine, const BatchBenchOptions& opt);
 
 // Runs the tests (checks first). `ceilings` may be nullptr: no bound and no crossing then.
-BatchBenchResult run_batch_bench(const Model& model, const BatchBenchOptions& opt, const Ceilings* ceilings);
+BatchBenchResult run_batch_bench(const Engine& engine, const BatchBenchOptions& opt, const Ceilings* ceilings);
 
 // The crossing from measured points (the fit takes the two largest B, which run the same kernels).
 BatchCrossing batch_crossing(const std::vector<BatchPoint>& points, const Ceilings& ceilings);

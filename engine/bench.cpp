@@ -131,8 +131,8 @@ BenchTest run_test(Session& s, Phase phase, std::span<const int32_t> prompt, std
 
 }  // namespace
 
-BenchResult run_bench(const Model& model, const BenchOptions& opt, const Ceilings* ceilings) {
-    const Config& c = model.config;
+BenchResult run_bench(const Engine& engine, const BenchOptions& opt, const Ceilings* ceilings) {
+    const Config& c = engine.config();
     if (opt.n_prompt < 0) throw Error("bench: -p " + std::to_string(opt.n_prompt) + " must be >= 0");
     if (opt.n_gen < 0) throw Error("bench: -n " + std::to_string(opt.n_gen) + " must be >= 0");
     if (opt.n_prompt == 0 && opt.n_gen == 0) throw Error("bench: -p 0 and -n 0 leave no test to run");
@@ -150,7 +150,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opt, const Ceiling
     so.n_ctx = n_ctx;
     so.kv_type = opt.kv_type;
     so.max_rows = opt.max_rows;
-    Session session(model, so);
+    Session session(engine, so);
     std::mt19937_64 rng(opt.seed);
 
     BenchResult res;

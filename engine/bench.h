@@ -9,7 +9,7 @@
 
 #include "engine/ceilings.h"
 #include "engine/counters.h"
-#include "engine/model.h"
+#include "engine/engine.h"
 #include "weights/types.h"
 
 namespace ridge {
@@ -74,7 +74,7 @@ struct BenchResult {
 
 // Runs the tests (ridge::Error for bad options or a test that passes the model's context).
 // `ceilings` may be nullptr: then no bound is reported.
-BenchResult run_bench(const Model& model, const BenchOptions& opt, const Ceilings* ceilings);
+BenchResult run_bench(const Engine& engine, const BenchOptions& opt, const Ceilings* ceilings);
 
 // Peak resident set size of this process in bytes (getrusage ru_maxrss).
 double peak_rss_bytes();

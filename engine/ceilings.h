@@ -66,7 +66,11 @@ size_t last_level_cache_bytes();
 // none are saved, or the saved file is for another thread count or from an older probe
 // ($RIDGE_PROBE_FILE names one file).
 Ceilings ceilings_for(int threads, bool* measured_now = nullptr);
-// The same for the GPU (measure_gpu_ceilings, engine/gpu.h; ridge::Error without a usable GPU).
+// The GPU's roofline (ridge probe --device cuda, kernels/cuda/probe.h): device-memory read
+// bandwidth, the CUDA cores' FMA rate, ridge's best matmul variant and cuBLAS on one BF16 problem
+// (4096^3; quick: 1024^3 and a smaller buffer). ridge::Error without a usable GPU.
+Ceilings measure_gpu_ceilings(bool quick);
+// The same as ceilings_for, for the GPU (ridge::Error without a usable GPU).
 Ceilings gpu_ceilings_for(bool* measured_now = nullptr);
 
 }  // namespace ridge

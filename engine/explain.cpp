@@ -40,9 +40,11 @@ ExplainOp matmul_op(Op kind, const std::string& name, const std::string& in, con
 
 // Appends forward()'s 16-bit integer copy of the input `in` (m x k) when the model's fast path makes one for
 // these weights; returns whether it did (the matmuls then take it).
-bool quantize_op(std::vector<ExplainOp>& ops, const Model& model, std::initializer_list<const TensorView*> weights,
+bool quantize_op(std::vector<ExplainOp>& ops, const Plan& plan, std::initializer_list<const MatmulPlan*> weights,
                  const std::string& in, int64_t m, int64_t k) {
-    if (!model.int_input(weights, m)) return false;
+    bool int_input = false;
+    for (const MatmulPlan* w : weights) int_input = int_input || w->int_input;
+    if (m >= plan.tiled_min_rows || !int_input) return false;
     ops.push_back({Op::Quantize, "quantize", dims(in, m, k) + " → int16", "F32", cpu::quantize_rows_cost(m, k)});
     return true;
 }
@@ -52,8 +54,11 @@ ExplainOp f32_op(Op kind, const std::string& name, const std::string& shape, con
 }
 
 // The ops of one layer for `rows` rows at positions first_pos.., in forward() order.
-std::vector<ExplainOp> layer_ops(const Model& model, const LayerWeights& L, int64_t rows, int64_t n_keys,
-                                 int64_t first_pos, DType kv_type, int64_t min_tiled) {
+std::vector<ExplainOp> layer_ops(const Model& model, const Plan& plan, int l, int64_t rows, int64_t n_keys,
+                                 int64_t first_pos, DType kv_type) {
+    const LayerWeights& L = model.layers[size_t(l)];
+    const LayerPlan& P = plan.layers[size_t(l)];
+    const int64_t min_tiled = plan.tiled_min_rows;
     const Config& c = model.config;
     const int64_t m = rows, d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
     const cpu::RopeParams rope{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style};
@@ -70,7 +75,7 @@ std::vector<ExplainOp> layer_ops(const Model& model, const LayerWeights& L, int6
     const std::string h = std::to_string(c.n_heads) + "h × ";
     std::vector<ExplainOp> ops;
     ops.push_back(f32_op(Op::Norm, "attn_norm", dims("rmsnorm x", m, d), cpu::rmsnorm_cost(m, d)));
-    bool q16 = quantize_op(ops, model, {L.attn_q, L.attn_k, L.attn_v}, "x", m, d);
+    bool q16 = quantize_op(ops, plan, {&P.q, &P.k, &P.v}, "x", m, d);
     ops.push_back(matmul_op(Op::Q, "q", "x", "Wq", *L.attn_q, m, q16));
     ops.push_back(matmul_op(Op::K, "k", "x", "Wk", *L.attn_k, m, q16));
     ops.push_back(matmul_op(Op::V, "v", "x", "Wv", *L.attn_v, m, q16));
@@ -82,22 +87,22 @@ std::vector<ExplainOp> layer_ops(const Model& model, const LayerWeights& L, int6
     ops.push_back({Op::AttnScores, "attn_scores", dims(dims(h + "q", m, c.head_dim) + " · Kᵀ", c.head_dim, seen) + causal,
                    kv, attn.scores});
     ops.push_back({Op::AttnMix, "attn_mix", dims(dims(h + "p", m, seen) + " · V", seen, c.head_dim) + causal, kv, attn.mix});
-    q16 = quantize_op(ops, model, {L.attn_output}, "attn", m, q_dim);
+    q16 = quantize_op(ops, plan, {&P.o}, "attn", m, q_dim);
     ops.push_back(matmul_op(Op::O, "o", "attn", "Wo", *L.attn_output, m, q16));
     ops.push_back(f32_op(Op::Residual, "attn_resid", dims("x", m, d) + " += attn_out", cpu::add_cost(m * d)));
     ops.push_back(f32_op(Op::Norm, "ffn_norm", dims("rmsnorm x", m, d), cpu::rmsnorm_cost(m, d)));
-    q16 = quantize_op(ops, model, {L.ffn_gate, L.ffn_up}, "x", m, d);
+    q16 = quantize_op(ops, plan, {&P.gate, &P.up}, "x", m, d);
     ops.push_back(matmul_op(Op::Gate, "gate", "x", "Wgate", *L.ffn_gate, m, q16));
     ops.push_back(matmul_op(Op::Up, "up", "x", "Wup", *L.ffn_up, m, q16));
     ops.push_back(f32_op(Op::Swiglu, "swiglu", dims("silu(gate) * up", m, n_ff), cpu::swiglu_cost(m * n_ff)));
-    q16 = quantize_op(ops, model, {L.ffn_down}, "act", m, n_ff);
+    q16 = quantize_op(ops, plan, {&P.down}, "act", m, n_ff);
     ops.push_back(matmul_op(Op::Down, "down", "act", "Wdown", *L.ffn_down, m, q16));
     ops.push_back(f32_op(Op::Residual, "ffn_resid", dims("x", m, d) + " += ffn_out", cpu::add_cost(m * d)));
     return ops;
 }
 
 // Embedding lookup before the layers; final norm and logits (for m_out rows) after them.
-std::vector<ExplainOp> outside_ops(const Model& model, int64_t rows, int64_t m_out) {
+std::vector<ExplainOp> outside_ops(const Model& model, const Plan& plan, int64_t rows, int64_t m_out) {
     const Config& c = model.config;
     // forward() normalizes each logits row with its own call.
     const cpu::Cost final_norm = cpu::Cost(cpu::rmsnorm_cost(1, c.n_embd)).scale(double(m_out));
@@ -106,7 +111,7 @@ std::vector<ExplainOp> outside_ops(const Model& model, int64_t rows, int64_t m_o
          type_name(model.token_embd->type), cpu::embed_cost(*model.token_embd, rows)},
         f32_op(Op::Norm, "final_norm", dims("rmsnorm x", m_out, c.n_embd), final_norm),
     };
-    const bool q16 = quantize_op(ops, model, {model.output}, "x", m_out, c.n_embd);
+    const bool q16 = quantize_op(ops, plan, {&plan.output}, "x", m_out, c.n_embd);
     ops.push_back(matmul_op(Op::OutputHead, "logits", "x", c.tied_output ? "Eᵀ" : "Wout", *model.output, m_out, q16));
     return ops;
 }
@@ -120,8 +125,8 @@ bool same_types(const LayerWeights& a, const LayerWeights& b) {
 }
 
 // rows consecutive rows of one sequence starting at first_pos; logits for the last row only.
-ExplainPhase make_phase(const std::string& name, const Model& model, int64_t rows, int64_t first_pos, DType kv_type,
-                        int64_t min_tiled) {
+ExplainPhase make_phase(const std::string& name, const Model& model, const Plan& plan, int64_t rows, int64_t first_pos,
+                        DType kv_type) {
     const Config& c = model.config;
     ExplainPhase p;
     p.name = name;
@@ -130,14 +135,14 @@ ExplainPhase make_phase(const std::string& name, const Model& model, int64_t row
     // Row i sees positions 0..first_pos+i: the sum of (first_pos + i + 1).
     p.n_keys = rows * (first_pos + 1) + rows * (rows - 1) / 2;
     for (int l = 0; l < c.n_layers; l++) {
-        std::vector<ExplainOp> ops = layer_ops(model, model.layers[size_t(l)], rows, p.n_keys, first_pos, kv_type, min_tiled);
+        std::vector<ExplainOp> ops = layer_ops(model, plan, l, rows, p.n_keys, first_pos, kv_type);
         for (const ExplainOp& op : ops) {
             p.layers += op.cost;
             p.by_op[size_t(op.op)] += op.cost;
         }
         if (l == 0) p.layer = std::move(ops);
     }
-    p.outside = outside_ops(model, rows, 1);
+    p.outside = outside_ops(model, plan, rows, 1);
     p.total = p.layers;
     for (const ExplainOp& op : p.outside) {
         p.total += op.cost;
@@ -168,18 +173,19 @@ Explain explain_model(const ModelFile& file, const ExplainOptions& opt) {
     if (opt.context < 1) throw Error("explain: context c = " + std::to_string(opt.context) + " must be >= 1");
     if (opt.kv_type != DType::F32 && opt.kv_type != DType::F16)
         throw Error("explain: KV cache type " + type_name(opt.kv_type) + " must be F32 or F16");
-    Model model = Model::from_file(file);
-    model.exact = opt.exact || opt.gpu;  // the GPU's matmuls take f32 activations
-    // forward()'s tiled threshold (Model::tiled_min_rows) for the device the plan is for.
-    const int64_t min_tiled = opt.gpu ? Model::kGpuTiledMinRows : model.tiled_min_rows();
+    const Model model = Model::from_file(file);
+    RunOptions run;
+    run.exact = opt.exact;
+    run.device = opt.gpu ? Device::Cuda : Device::Cpu;  // the GPU's matmuls take f32 activations
+    const Plan plan = make_plan(model, run);
     const Config& c = model.config;
     const ModelStats stats = compute_stats(file);
 
     Explain e;
     e.config = c;
     e.opt = opt;
-    e.prefill = make_phase("prefill", model, opt.tokens, 0, opt.kv_type, min_tiled);
-    e.decode = make_phase("decode", model, 1, opt.context - 1, opt.kv_type, min_tiled);
+    e.prefill = make_phase("prefill", model, plan, opt.tokens, 0, opt.kv_type);
+    e.decode = make_phase("decode", model, plan, 1, opt.context - 1, opt.kv_type);
     for (const LayerWeights& L : model.layers) e.layers_differ = e.layers_differ || !same_types(L, model.layers[0]);
     e.n_params = stats.n_params;
     e.weight_bytes = stats.weight_bytes;

@@ -12,7 +12,7 @@
 
 #include "engine/ceilings.h"
 #include "engine/counters.h"
-#include "engine/model.h"
+#include "engine/engine.h"
 #include "kernels/cpu/cost.h"
 #include "weights/model_file.h"
 
@@ -23,7 +23,7 @@ struct ExplainOptions {
     int context = 512;          // c: positions the decoded token attends to (itself and c-1 before)
     DType kv_type = DType::F32; // KV cache element type: F32 or F16
     bool exact = false;         // Model::exact: f32 activations for every matmul (no quantize ops)
-    bool gpu = false;           // the plan of forward_gpu (--device cuda): f32 activations, the GPU's tiled threshold
+    bool gpu = false;           // the plan of the CUDA backend (--device cuda): f32 activations, the GPU's tiled threshold
 };
 
 // One op of forward(): what it computes and what it costs, for one layer (or outside the layers).

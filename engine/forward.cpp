@@ -1,16 +1,22 @@
 // forward(): embed; per layer: rmsnorm, q/k/v, rope, store k/v, attention, o, residual, rmsnorm,
-// gate/up, silu*up, down, residual; final norm; logits. Reads top to bottom like the paper.
+// gate/up, silu*up, down, residual; final norm; logits. Reads top to bottom like the paper, one line
+// per op, on any backend (engine/backend.h). Pass folds the bookkeeping into each op's call: it
+// records the op's cost and time under its layer and op, and dumps its output by name.
 #include "engine/forward.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 
-#include "engine/gpu.h"
-#include "kernels/cpu/matmul.h"
-#include "kernels/cpu/ops.h"
+#include "engine/backend.h"
 #include "weights/error.h"
 
 namespace ridge {
+
+Workspace::Workspace() = default;
+Workspace::~Workspace() = default;
+Workspace::Workspace(Workspace&&) noexcept = default;
+Workspace& Workspace::operator=(Workspace&&) noexcept = default;
 
 void Workspace::reserve(const Config& c, int64_t m, int64_t m_out) {
     auto grow = [](auto& buf, int64_t n) {
@@ -57,159 +63,177 @@ void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, int64_t min_t
     }
 }
 
-void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& ws, Counters* counters,
-             Dumper* dump) {
-    if (model.gpu) return forward_gpu(model, cache, batch, ws, counters, dump);  // the same, on a GPU
-    const Config& c = model.config;
-    const int64_t m = batch.size();  // rows
-    const int64_t d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
+namespace {
+
+// One output of a linear layer: the op it is counted as, the name its rows are dumped under.
+struct Out {
+    Op op;
+    const char* name;
+    const MatmulPlan& plan;
+    float* y;  // (rows, plan.w->ne(1))
+};
+
+// The ops of one forward pass on a backend, each call recording its cost and wall time under
+// (layer, op) when counting and writing its output as "layer.<l>.<name>" when dumping.
+class Pass {
+public:
+    Pass(Backend& be, const Config& c, int64_t m, Counters* counters, Dumper* dump)
+        : be_(be), c_(c), m_(m), dump_(dump), rec_(counters, [&be] { be.sync(); }) {}
+
+    void at_layer(int l) { layer_ = l; }
+
+    void embed(const TensorView& table, float* x) {
+        rec_.add(layer_, Op::Embed, be_.embed(table, x));
+        dump("embed", x, m_, c_.n_embd);
+    }
+    void rmsnorm(const char* name, const float* x, const TensorView* w, float* y) {
+        rec_.add(layer_, Op::Norm, be_.rmsnorm(x, *w, m_, y));
+        dump(name, y, m_, c_.n_embd);
+    }
+    // q and k rotate by their rows' positions.
+    void rope(float* q, float* k) {
+        rec_.add(layer_, Op::Rope, be_.rope(q, c_.n_heads));
+        rec_.add(layer_, Op::Rope, be_.rope(k, c_.n_kv_heads));
+        dump("q_rope", q, m_, c_.q_dim());
+        dump("k_rope", k, m_, c_.kv_dim());
+    }
+    void kv_store(const KVLayer& kv, const float* k, const float* v) {
+        rec_.add(layer_, Op::KVStore, be_.kv_store(kv, k, v));
+    }
+    void attention(const std::vector<RowRun>& runs, const KVLayer& kv, const float* q, float* out) {
+        const int64_t width = c_.q_dim();
+        for (const RowRun& run : runs)
+            rec_.add_attention(layer_, be_.attention(run, kv, q + run.begin * width, out + run.begin * width));
+        dump("attn", out, m_, width);
+    }
+    void swiglu(const float* gate, const float* up, float* act) {
+        rec_.add(layer_, Op::Swiglu, be_.swiglu(gate, up, m_ * c_.n_ff, act));
+        dump("ffn_act", act, m_, c_.n_ff);
+    }
+    void residual(const char* name, float* x, const float* y) {
+        rec_.add(layer_, Op::Residual, be_.add(x, y, m_ * c_.n_embd));
+        dump(name, x, m_, c_.n_embd);
+    }
+    // The final norm of the rows that want logits, one row a call (so that a row's norm does not
+    // depend on which others want logits), gathered into out (m_out, d).
+    void final_norm(const float* x, const std::vector<uint8_t>& want, const TensorView* w, float* out, int64_t m_out) {
+        const int64_t d = c_.n_embd;
+        for (int64_t i = 0, r = 0; i < m_; i++)
+            if (want[size_t(i)]) rec_.add(layer_, Op::Norm, be_.rmsnorm(x + i * d, *w, 1, out + r++ * d));
+        dump("final_norm", out, m_out, d);
+    }
+
+    // Y = X . W^T for each output sharing the input X (rows of width k), run by run: a tiled run
+    // through matmul_tiled, a row-exact run through matmul_rows (all outputs in one call), X
+    // quantized to 16-bit integers first when a plan asks for it.
+    void linear(const std::vector<RowRun>& runs, const float* x, int64_t k, std::initializer_list<Out> outs) {
+        constexpr int kMaxOutputs = 3;  // q, k, v
+        if (outs.size() > size_t(kMaxOutputs)) throw Error("forward: too many outputs for one input");
+        bool int_input = false;
+        for (const Out& o : outs) int_input = int_input || o.plan.int_input;
+        int64_t rows = 0;
+        for (const RowRun& run : runs) {
+            const float* xr = x + run.begin * k;
+            rows = std::max(rows, run.end);
+            if (run.tiled) {
+                for (const Out& o : outs)
+                    rec_.add(layer_, o.op, be_.matmul_tiled(o.plan, xr, run.rows(), o.y + run.begin * o.plan.w->ne(1)));
+                continue;
+            }
+            if (int_input) rec_.add(layer_, Op::Quantize, be_.quantize(xr, run.rows(), k));
+            // The outputs in one call, its time shared among their ops by their weight bytes.
+            LinearOut lo[kMaxOutputs];
+            Cost costs[kMaxOutputs];
+            const int n = int(outs.size());
+            for (int i = 0; i < n; i++) lo[i] = {&outs.begin()[i].plan, outs.begin()[i].y + run.begin * outs.begin()[i].plan.w->ne(1)};
+            be_.matmul_rows(lo, n, xr, run.rows(), costs);
+            if (!rec_.on()) continue;
+            double bytes = 0;
+            for (int i = 0; i < n; i++) bytes += costs[i].weight_bytes;
+            const double s = rec_.elapsed();
+            for (int i = 0; i < n; i++)
+                rec_.add(layer_, outs.begin()[i].op, costs[i], bytes > 0 ? s * costs[i].weight_bytes / bytes : s / n);
+        }
+        for (const Out& o : outs) dump(o.name, o.y, rows, o.plan.w->ne(1));
+    }
+
+private:
+    void dump(const char* name, const float* buf, int64_t rows, int64_t width) {
+        if (!dump_) return;
+        host_.resize(size_t(rows * width));
+        be_.read(buf, rows * width, host_.data());
+        const std::string full = layer_ < 0 ? std::string(name) : "layer." + std::to_string(layer_) + "." + name;
+        dump_->write(full, host_.data(), long(rows), long(width));
+    }
+
+    Backend& be_;
+    const Config& c_;
+    const int64_t m_;
+    Dumper* dump_;
+    CallRecorder rec_;
+    int layer_ = -1;
+    std::vector<float> host_;  // a dumped buffer in host memory
+};
+
+void check_batch(const Batch& batch, const Config& c) {
+    const int64_t m = batch.size();
     if (m == 0) throw Error("forward: empty batch");
     if (batch.seq.size() != size_t(m) || batch.pos.size() != size_t(m) || batch.want_logits.size() != size_t(m))
         throw Error("forward: batch columns have different lengths");
-    int64_t m_out = 0;
-    for (uint8_t w : batch.want_logits) m_out += w ? 1 : 0;
-    ws.reserve(c, m, m_out);
-    ws.n_logit_rows = m_out;
+    for (int64_t i = 0; i < m; i++)
+        if (batch.token[size_t(i)] < 0 || batch.token[size_t(i)] >= c.n_vocab)
+            throw Error("token id " + std::to_string(batch.token[size_t(i)]) + " at row " + std::to_string(i) +
+                        " is outside the vocabulary of " + std::to_string(c.n_vocab));
+}
 
-    // Where each row's key/value goes and which keys it may see (positions 0..pos of its sequence).
-    for (int64_t i = 0; i < m; i++) {
-        ws.slots[i] = cache.slot(batch.seq[i], batch.pos[i]);  // checks seq and pos
-        ws.attn_rows[i] = cpu::AttentionRow{cache.block_table(batch.seq[i]).data(), batch.pos[i] + 1};
-    }
+}  // namespace
 
-    // The rows as runs (tiled prompt chunks, row-exact rest), and the same for the logits rows.
-    const int64_t min_tiled = model.tiled_min_rows();
-    split_runs(batch.seq.data(), batch.pos.data(), m, min_tiled, ws.runs);
-    for (int64_t i = 0, r = 0; i < m; i++)
-        if (batch.want_logits[i]) ws.out_seq[r] = batch.seq[i], ws.out_pos[r] = batch.pos[i], r++;
-    split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, min_tiled, ws.out_runs);
+void forward(const Engine& engine, KVCache& cache, const Batch& batch, Workspace& ws, Counters* counters,
+             Dumper* dump) {
+    const Model& model = engine.model();
+    const Plan& plan = engine.plan();
+    const Config& c = model.config;
+    const int64_t d = c.n_embd, q_dim = c.q_dim(), n_ff = c.n_ff;
+    check_batch(batch, c);
+    if (ws.engine != &engine) ws.backend = engine.make_backend(), ws.engine = &engine;
+    Backend& be = *ws.backend;
 
-    // rec.add(layer, op, cost) records a kernel call that has just returned: its cost, and the wall
-    // time since the previous record (the kernels run one after another, each joining its threads;
-    // a dump, when debugging, is timed into the next op). Without counters no clock is read.
-    CallRecorder rec(counters);
-    auto count = [&](int layer, Op op, const cpu::Cost& cost) { rec.add(layer, op, cost); };
-    auto dump_rows = [&](const std::string& name, const std::vector<float>& buf, int64_t rows, int64_t width) {
-        if (dump) dump->write(name, buf.data(), long(rows), long(width));
-    };
-    // Y = X . W^T for each (op, W, Y) sharing the input X (rows of width k), run by run: tiled runs
-    // through cpu::matmul_tiled, row-exact runs through cpu::matmul_rows_fused (all the weights in
-    // one call) with X quantized to 16-bit integers once per run (into ws.x_q) when one of the
-    // weights has an integer kernel (fast path).
-    struct Linear {
-        Op op;
-        const TensorView* w;
-        float* y;  // (rows, w->ne(1))
-    };
-    constexpr int kMaxLinearOutputs = 3;  // q, k, v
-    auto linear = [&](int layer, const std::vector<RowRun>& runs, const float* x, int64_t k,
-                      std::initializer_list<Linear> outs) {
-        if (outs.size() > size_t(kMaxLinearOutputs)) throw Error("forward: too many outputs for one input");
-        bool int_rows = false;
-        for (const Linear& o : outs) int_rows = int_rows || model.int_rows({o.w});
-        for (const RowRun& run : runs) {
-            const float* xr = x + run.begin * k;
-            const cpu::QuantizedRows* xq = nullptr;
-            if (!run.tiled && int_rows) {
-                count(layer, Op::Quantize, cpu::quantize_rows(xr, run.rows(), k, ws.x_q));
-                xq = &ws.x_q;
-            }
-            if (run.tiled) {
-                for (const Linear& o : outs)
-                    count(layer, o.op, cpu::matmul_tiled(*o.w, xr, run.rows(), o.y + run.begin * o.w->ne(1)));
-                continue;
-            }
-            // Row-exact: the outputs in one call (one OpenMP region for all of them), its time
-            // shared among their ops in proportion to their weight bytes.
-            const Linear* o = outs.begin();
-            const int n = int(outs.size());
-            cpu::MatmulOutput mo[kMaxLinearOutputs];
-            cpu::Cost costs[kMaxLinearOutputs];
-            for (int i = 0; i < n; i++) mo[i] = {o[i].w, o[i].y + run.begin * o[i].w->ne(1)};
-            cpu::matmul_rows_fused(mo, n, xr, run.rows(), xq, costs);
-            if (!rec.on()) continue;
-            double bytes = 0;
-            for (int i = 0; i < n; i++) bytes += costs[i].weight_bytes;
-            const double s = rec.elapsed();
-            for (int i = 0; i < n; i++)
-                rec.add(layer, o[i].op, costs[i], bytes > 0 ? s * costs[i].weight_bytes / bytes : s / n);
+    Pass p(be, c, batch.size(), counters, dump);  // counting starts here: placing the rows is the embedding's
+    const Activations a = be.begin(batch, cache, ws);
+    const std::vector<RowRun>& runs = *a.runs;
+    be.run(!counters && !dump, [&] {
+        p.embed(*model.token_embd, a.x);  // x = E[token]   (m, d)
+
+        for (int l = 0; l < c.n_layers; l++) {
+            const LayerWeights& L = model.layers[size_t(l)];
+            const LayerPlan& P = plan.layers[size_t(l)];
+            const KVLayer kv = cache.layer(l);
+            p.at_layer(l);
+
+            // Attention block: x += Wo · attention(rope(Wq · norm(x)), rope(Wk · norm(x)), Wv · norm(x))
+            p.rmsnorm("attn_norm", a.x, L.attn_norm, a.x_norm);
+            p.linear(runs, a.x_norm, d, {{Op::Q, "q", P.q, a.q}, {Op::K, "k", P.k, a.k}, {Op::V, "v", P.v, a.v}});
+            p.rope(a.q, a.k);
+            p.kv_store(kv, a.k, a.v);  // this batch's keys and values into each row's sequence
+            p.attention(runs, kv, a.q, a.attn);
+            p.linear(runs, a.attn, q_dim, {{Op::O, "attn_out", P.o, a.attn_out}});
+            p.residual("attn_resid", a.x, a.attn_out);
+
+            // Feed-forward block: x += Wdown · (silu(Wgate · norm(x)) * Wup · norm(x))
+            p.rmsnorm("ffn_norm", a.x, L.ffn_norm, a.x_norm);
+            p.linear(runs, a.x_norm, d, {{Op::Gate, "ffn_gate", P.gate, a.ffn_gate}, {Op::Up, "ffn_up", P.up, a.ffn_up}});
+            p.swiglu(a.ffn_gate, a.ffn_up, a.ffn_act);
+            p.linear(runs, a.ffn_act, n_ff, {{Op::Down, "ffn_out", P.down, a.ffn_out}});
+            p.residual("out", a.x, a.ffn_out);
         }
-    };
-    // Attention run by run: a tiled run (one prompt chunk) through the blocked kernel, row-exact
-    // runs through the split kernel (each row over its own keys, blocks in parallel).
-    auto attend = [&](int layer, const cpu::KVLayer& kv, const cpu::AttentionShape& heads) {
-        const int64_t q_stride = int64_t(heads.n_heads) * heads.head_dim;
-        for (const RowRun& run : ws.runs) {
-            const float* q = ws.q.data() + run.begin * q_stride;
-            const cpu::AttentionRow* rows = ws.attn_rows.data() + run.begin;
-            float* out = ws.attn.data() + run.begin * q_stride;
-            rec.add_attention(layer, run.tiled ? cpu::attention(q, rows, run.rows(), kv, heads, out)
-                                               : cpu::attention_v3_split(q, rows, run.rows(), kv, heads, out));
-        }
-    };
-    // The rows' rotation angles, once for every layer (their time is counted with the embedding).
-    cpu::rope_table(batch.pos.data(), m, cpu::RopeParams{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style},
-                    ws.rope);
-    const cpu::AttentionShape heads{c.n_heads, c.n_kv_heads, c.head_dim};
 
-    // Token embeddings -> the residual stream x (m, d).
-    count(-1, Op::Embed, cpu::embed(*model.token_embd, batch.token.data(), m, ws.x.data()));
-    dump_rows("embed", ws.x, m, d);
-
-    for (int l = 0; l < c.n_layers; l++) {
-        const LayerWeights& L = model.layers[size_t(l)];
-        const std::string name = "layer." + std::to_string(l) + ".";
-        const cpu::KVLayer kv = cache.layer(l);
-
-        // Attention block: x_norm = rmsnorm(x); q, k, v = x_norm W_q, W_k, W_v; rotate q, k.
-        count(l, Op::Norm, cpu::rmsnorm(ws.x.data(), f32_data(L.attn_norm), m, d, c.norm_eps, ws.x_norm.data()));
-        dump_rows(name + "attn_norm", ws.x_norm, m, d);
-        linear(l, ws.runs, ws.x_norm.data(), d,
-               {{Op::Q, L.attn_q, ws.q.data()}, {Op::K, L.attn_k, ws.k.data()}, {Op::V, L.attn_v, ws.v.data()}});
-        dump_rows(name + "q", ws.q, m, q_dim);
-        dump_rows(name + "k", ws.k, m, kv_dim);
-        dump_rows(name + "v", ws.v, m, kv_dim);
-        count(l, Op::Rope, cpu::rope(ws.q.data(), ws.rope, c.n_heads));
-        count(l, Op::Rope, cpu::rope(ws.k.data(), ws.rope, c.n_kv_heads));
-        dump_rows(name + "q_rope", ws.q, m, q_dim);
-        dump_rows(name + "k_rope", ws.k, m, kv_dim);
-
-        // Keys and values of these rows into the cache, then each row attends to its sequence.
-        count(l, Op::KVStore, cpu::kv_store(kv, ws.k.data(), ws.v.data(), ws.slots.data(), m));
-        attend(l, kv, heads);
-        dump_rows(name + "attn", ws.attn, m, q_dim);
-        linear(l, ws.runs, ws.attn.data(), q_dim, {{Op::O, L.attn_output, ws.attn_out.data()}});
-        dump_rows(name + "attn_out", ws.attn_out, m, d);
-        count(l, Op::Residual, cpu::add(ws.x.data(), ws.attn_out.data(), m * d));
-        dump_rows(name + "attn_resid", ws.x, m, d);
-
-        // Feed-forward block: x_norm = rmsnorm(x); ffn_out = (silu(x_norm W_gate) * x_norm W_up) W_down.
-        count(l, Op::Norm, cpu::rmsnorm(ws.x.data(), f32_data(L.ffn_norm), m, d, c.norm_eps, ws.x_norm.data()));
-        dump_rows(name + "ffn_norm", ws.x_norm, m, d);
-        linear(l, ws.runs, ws.x_norm.data(), d,
-               {{Op::Gate, L.ffn_gate, ws.ffn_gate.data()}, {Op::Up, L.ffn_up, ws.ffn_up.data()}});
-        dump_rows(name + "ffn_gate", ws.ffn_gate, m, n_ff);
-        dump_rows(name + "ffn_up", ws.ffn_up, m, n_ff);
-        count(l, Op::Swiglu, cpu::swiglu(ws.ffn_gate.data(), ws.ffn_up.data(), m * n_ff, ws.ffn_act.data()));
-        dump_rows(name + "ffn_act", ws.ffn_act, m, n_ff);
-        linear(l, ws.runs, ws.ffn_act.data(), n_ff, {{Op::Down, L.ffn_down, ws.ffn_out.data()}});
-        dump_rows(name + "ffn_out", ws.ffn_out, m, d);
-        count(l, Op::Residual, cpu::add(ws.x.data(), ws.ffn_out.data(), m * d));
-        dump_rows(name + "out", ws.x, m, d);
-    }
-
-    // Final norm and logits, only for the rows that want them.
-    if (m_out == 0) return;
-    int64_t r = 0;
-    for (int64_t i = 0; i < m; i++) {
-        if (!batch.want_logits[i]) continue;
-        count(-1, Op::Norm, cpu::rmsnorm(ws.x.data() + i * d, f32_data(model.output_norm), 1, d, c.norm_eps,
-                                        ws.out_norm.data() + r * d));
-        r++;
-    }
-    dump_rows("final_norm", ws.out_norm, m_out, d);
-    linear(-1, ws.out_runs, ws.out_norm.data(), d, {{Op::OutputHead, model.output, ws.logits.data()}});
-    dump_rows("logits", ws.logits, m_out, c.n_vocab);
+        // Final norm and logits, only for the rows that want them.
+        p.at_layer(-1);
+        if (a.m_out == 0) return;
+        p.final_norm(a.x, batch.want_logits, model.output_norm, a.out_norm, a.m_out);
+        p.linear(*a.out_runs, a.out_norm, d, {{Op::OutputHead, "logits", plan.output, a.logits}});
+    });
+    be.end(ws);
 }
 
 }  // namespace ridge

@@ -3,7 +3,7 @@
 // (rows x d) . W product. Keys and values go to each row's sequence in the paged KVCache and each
 // row attends to its own sequence's positions 0..pos (the causal mask).
 //
-// Batch invariance: the rows split into runs (see RowRun). A stretch of Model::tiled_min_rows() or
+// Batch invariance: the rows split into runs (see RowRun). A stretch of Plan::tiled_min_rows or
 // more consecutive positions of one sequence (a prompt chunk) is a tiled run: its matmuls take f32
 // tiles (weights reused across its rows) and its attention the blocked kernel. All other rows
 // (decode rows, short prompts) form row-exact runs: matmuls and attention that compute each row
@@ -16,9 +16,8 @@
 
 #include "engine/counters.h"
 #include "engine/dump.h"
+#include "engine/engine.h"
 #include "engine/kv_cache.h"
-#include "engine/model.h"
-#include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul_int.h"
 #include "kernels/cpu/ops.h"
 
@@ -47,15 +46,19 @@ struct RowRun {
     int64_t rows() const { return end - begin; }
 };
 // Splits rows with these sequences and positions into runs: each stretch of at least min_tiled
-// (Model::tiled_min_rows()) consecutive positions of one sequence is a tiled run; the rows between them
+// (Plan::tiled_min_rows) consecutive positions of one sequence is a tiled run; the rows between them
 // (any number) form row-exact runs. Appends to `runs` (cleared first).
 void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, int64_t min_tiled, std::vector<RowRun>& runs);
 
 // Activation buffers, named by role, grown to the largest batch seen and then reused.
-// m = rows of the batch, m_out = rows whose logits are wanted.
-struct GpuWorkspace;  // device buffers of forward_gpu (engine/gpu.h)
-
+// m = rows of the batch, m_out = rows whose logits are wanted. The float buffers are the CPU
+// backend's; a GPU backend keeps its own in device memory and uses only the host-side rows here.
 struct Workspace {
+    Workspace();
+    ~Workspace();
+    Workspace(Workspace&&) noexcept;
+    Workspace& operator=(Workspace&&) noexcept;
+
     std::vector<float> x;          // (m, d) the residual stream
     std::vector<float> x_norm;     // (m, d) RMSNorm of x (attention input, then FFN input)
     std::vector<float> q;          // (m, q_dim) queries (rotated in place)
@@ -76,7 +79,9 @@ struct Workspace {
     std::vector<RowRun> runs;      // the batch's rows as runs (split_runs)
     std::vector<RowRun> out_runs;  // the same for the m_out rows that want logits
     std::vector<int32_t> out_seq, out_pos;  // (m_out) those rows' sequences and positions
-    std::shared_ptr<GpuWorkspace> gpu;  // the buffers above on the device, when the model runs there
+    // The backend that runs this workspace's passes, made for `engine` by the first forward().
+    std::unique_ptr<Backend> backend;
+    const Engine* engine = nullptr;
     int64_t n_logit_rows = 0;      // m_out of the last forward
     int n_vocab = 0;
 
@@ -84,12 +89,12 @@ struct Workspace {
     void reserve(const Config& c, int64_t m, int64_t m_out);
 };
 
-// Runs the model over the batch. Preconditions: every row's sequence exists in the cache with
+// Runs the model over the batch, on the engine's device with its plan. Preconditions: every row's sequence exists in the cache with
 // length > pos (KVCache::append made room), and positions of a sequence below a row's pos are
 // either stored already or in this batch. Writes ws.logits for the rows with want_logits, adds
 // every kernel's cost and wall time to `counters` under its op and layer (if given; nullptr counts
 // nothing and reads no clock) and writes named intermediates to `dump` (if given).
-void forward(const Model& model, KVCache& cache, const Batch& batch, Workspace& ws,
+void forward(const Engine& engine, KVCache& cache, const Batch& batch, Workspace& ws,
              Counters* counters = nullptr, Dumper* dump = nullptr);
 
 }  // namespace ridge

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <string>
 
-#include "kernels/cpu/matmul.h"
 #include "weights/error.h"
 
 namespace ridge {
@@ -76,27 +75,6 @@ int64_t Model::n_params() const {
                                     L.ffn_gate, L.ffn_up, L.ffn_down})
             n += w->n_elements();
     return n;
-}
-
-bool Model::int_rows(std::initializer_list<const TensorView*> weights) const {
-    if (exact || gpu) return false;  // the GPU's kernels take f32 activations
-    for (const TensorView* w : weights)
-        if (cpu::has_int_kernel(w->type)) return true;
-    return false;
-}
-
-int64_t Model::tiled_min_rows() const {
-    if (gpu) return kGpuTiledMinRows;
-    int64_t rows = cpu::kTiledMinRows;
-    if (exact) return rows;
-    for (const LayerWeights& L : layers)
-        for (const TensorView* w : {L.attn_q, L.attn_k, L.attn_v, L.attn_output, L.ffn_gate, L.ffn_up, L.ffn_down})
-            rows = std::max(rows, cpu::tiled_min_rows(w->type));
-    return rows;
-}
-
-bool Model::int_input(std::initializer_list<const TensorView*> weights, int64_t m) const {
-    return m < tiled_min_rows() && int_rows(weights);
 }
 
 }  // namespace ridge

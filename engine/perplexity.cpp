@@ -45,8 +45,8 @@ double kl_divergence_logits(const float* p_logits, const float* q_logits, int n)
     return kl_divergence(lp.data(), lq.data(), n);
 }
 
-int perplexity_windows(const Model& model, int64_t n_tokens, const PerplexityOptions& opt) {
-    const Config& c = model.config;
+int perplexity_windows(const Engine& engine, int64_t n_tokens, const PerplexityOptions& opt) {
+    const Config& c = engine.config();
     const int n_ctx = opt.n_ctx;
     if (n_ctx < 4 || n_ctx % 2 != 0) throw Error("perplexity: -c " + std::to_string(n_ctx) + " must be even and >= 4");
     if (c.n_ctx_train > 0 && n_ctx > c.n_ctx_train)
@@ -61,15 +61,15 @@ int perplexity_windows(const Model& model, int64_t n_tokens, const PerplexityOpt
     return opt.max_windows > 0 ? std::min(opt.max_windows, available) : available;
 }
 
-PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens, const PerplexityOptions& opt,
+PerplexityResult perplexity(const Engine& engine, std::span<const int32_t> tokens, const PerplexityOptions& opt,
                             const std::function<void(const ScoredRow&)>& on_row,
                             const std::function<void(const PerplexityResult&, int)>& on_window) {
-    const Config& c = model.config;
+    const Config& c = engine.config();
     const int n_ctx = opt.n_ctx;
-    const int windows = perplexity_windows(model, int64_t(tokens.size()), opt);
+    const int windows = perplexity_windows(engine, int64_t(tokens.size()), opt);
     const int first = n_ctx / 2;  // the first position whose logits are scored
 
-    KVCache cache(c, n_ctx, opt.kv_type, KVCache::kDefaultBlockSize, 0, model.gpu != nullptr);
+    KVCache cache(c, n_ctx, opt.kv_type, KVCache::kDefaultBlockSize, 0, engine.on_gpu());
     const int seq = cache.new_sequence();
     Workspace ws;
     Batch batch;
@@ -88,7 +88,7 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
                 const int32_t tok = (p == 0 && opt.bos >= 0) ? opt.bos : win[p];
                 batch.add(tok, seq, pos0 + i, p >= first && p <= n_ctx - 2);
             }
-            forward(model, cache, batch, ws);
+            forward(engine, cache, batch, ws);
             int64_t r = 0;  // logits row of the next scored position
             for (int i = 0; i < rows; i++) {
                 if (!batch.want_logits[size_t(i)]) continue;

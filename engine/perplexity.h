@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/model.h"
+#include "engine/engine.h"
 
 namespace ridge {
 
@@ -51,11 +51,11 @@ struct ScoredRow {
 // The windows a text of n_tokens gives under these options; ridge::Error when it has fewer than
 // n_ctx tokens or the options are out of range (n_ctx above the model's training context, odd, or
 // < 4; batch < 1; max_windows < 0).
-int perplexity_windows(const Model& model, int64_t n_tokens, const PerplexityOptions& opt);
+int perplexity_windows(const Engine& engine, int64_t n_tokens, const PerplexityOptions& opt);
 
 // Runs the windows of `tokens` (checked as perplexity_windows does); calls on_row for every scored position in order and on_window
 // after each window (for progress).
-PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens, const PerplexityOptions& opt,
+PerplexityResult perplexity(const Engine& engine, std::span<const int32_t> tokens, const PerplexityOptions& opt,
                             const std::function<void(const ScoredRow&)>& on_row = {},
                             const std::function<void(const PerplexityResult&, int total_windows)>& on_window = {});
 

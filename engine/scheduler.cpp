@@ -41,19 +41,19 @@ struct Scheduler::Request {
     bool prefilling() const { return fed < prompt_len(); }
 };
 
-Scheduler::Scheduler(const Model& model, const Tokenizer* tokenizer, const SchedulerOptions& opt)
-    : model_(model),
+Scheduler::Scheduler(const Engine& engine, const Tokenizer* tokenizer, const SchedulerOptions& opt)
+    : engine_(engine),
       tok_(tokenizer),
       opt_(opt),
-      cache_(model.config, opt.n_ctx, opt.kv_type, KVCache::kDefaultBlockSize,
-             opt.kv_tokens > 0 ? opt.kv_tokens : opt.n_ctx * std::max(opt.max_batch, 1), model.gpu != nullptr) {
+      cache_(engine.config(), opt.n_ctx, opt.kv_type, KVCache::kDefaultBlockSize,
+             opt.kv_tokens > 0 ? opt.kv_tokens : opt.n_ctx * std::max(opt.max_batch, 1), engine.on_gpu()) {
     if (opt.max_batch < 1) throw Error("scheduler: --max-batch " + std::to_string(opt.max_batch) + " must be at least 1");
     if (opt.chunk < 1 || opt.step_rows < 1)
         throw Error("scheduler: prefill chunk " + std::to_string(opt.chunk) + " and step rows " +
                     std::to_string(opt.step_rows) + " must be positive");
-    if (opt.n_ctx > model.config.n_ctx_train && model.config.n_ctx_train > 0)
+    if (opt.n_ctx > engine.config().n_ctx_train && engine.config().n_ctx_train > 0)
         throw Error("scheduler: context " + std::to_string(opt.n_ctx) + " is longer than the model's " +
-                    std::to_string(model.config.n_ctx_train));
+                    std::to_string(engine.config().n_ctx_train));
     stats_.kv_blocks_total = cache_.n_blocks();
 }
 
@@ -68,9 +68,9 @@ int64_t Scheduler::submit(RequestParams params, RequestCallbacks callbacks) {
         throw Error("request: the prompt has " + std::to_string(n) + " tokens, more than the context of " +
                     std::to_string(opt_.n_ctx));
     for (int32_t t : params.prompt)
-        if (t < 0 || t >= model_.config.n_vocab)
+        if (t < 0 || t >= engine_.config().n_vocab)
             throw Error("request: token id " + std::to_string(t) + " is outside the vocabulary (0.." +
-                        std::to_string(model_.config.n_vocab - 1) + ")");
+                        std::to_string(engine_.config().n_vocab - 1) + ")");
     validate(params.sampling);
     auto r = std::make_unique<Request>(std::move(params), std::move(callbacks));
     // The cache holds the prompt and every generated token but the last (which is never fed).
@@ -228,7 +228,7 @@ bool Scheduler::step() {
     using Clock = std::chrono::steady_clock;
     const Clock::time_point t0 = Clock::now();
     step_counters_.clear();
-    forward(model_, cache_, batch_, ws_, opt_.count ? &step_counters_ : nullptr);
+    forward(engine_, cache_, batch_, ws_, opt_.count ? &step_counters_ : nullptr);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     counters_ += step_counters_;
 
@@ -240,7 +240,7 @@ bool Scheduler::step() {
             finish(*r, FinishReason::Length);
             continue;
         }
-        const int32_t tok = r->sampler.sample(ws_.logits_row(r->logits_row), model_.config.n_vocab, r->history);
+        const int32_t tok = r->sampler.sample(ws_.logits_row(r->logits_row), engine_.config().n_vocab, r->history);
         if (tok_ && (tok_->is_end_of_generation(tok) || tok == tok_->bos_id())) {
             finish(*r, FinishReason::Stop);
             continue;

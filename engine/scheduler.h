@@ -25,7 +25,7 @@
 #include "engine/counters.h"
 #include "engine/forward.h"
 #include "engine/kv_cache.h"
-#include "engine/model.h"
+#include "engine/engine.h"
 #include "engine/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -95,7 +95,7 @@ struct SchedulerStats {
 class Scheduler {
 public:
     // tokenizer may be nullptr: then only max_new and the context end a request.
-    Scheduler(const Model& model, const Tokenizer* tokenizer, const SchedulerOptions& opt);
+    Scheduler(const Engine& engine, const Tokenizer* tokenizer, const SchedulerOptions& opt);
     ~Scheduler();  // requests still queued or running end without on_done
     Scheduler(const Scheduler&) = delete;
     Scheduler& operator=(const Scheduler&) = delete;
@@ -119,7 +119,8 @@ public:
 
     SchedulerStats stats() const;  // thread-safe
     const SchedulerOptions& options() const { return opt_; }
-    const Model& model() const { return model_; }
+    const Engine& engine() const { return engine_; }
+    const Model& model() const { return engine_.model(); }
     const Counters& counters() const { return counters_; }  // all steps, stepping thread only
     const KVCache& cache() const { return cache_; }          // stepping thread only
 
@@ -131,7 +132,7 @@ private:
     void publish_locked();  // running / KV figures into stats_ (mu_ held)
     void publish_and_call_back();  // publish, then the on_done calls of requests that ended
 
-    const Model& model_;
+    const Engine& engine_;
     const Tokenizer* tok_;
     SchedulerOptions opt_;
     KVCache cache_;

@@ -8,10 +8,10 @@
 
 namespace ridge {
 
-Session::Session(const Model& model, const SessionOptions& opt)
-    : model_(model),
+Session::Session(const Engine& engine, const SessionOptions& opt)
+    : engine_(engine),
       opt_(opt),
-      cache_(model.config, opt.n_ctx, opt.kv_type, KVCache::kDefaultBlockSize, 0, model.gpu != nullptr) {
+      cache_(engine.config(), opt.n_ctx, opt.kv_type, KVCache::kDefaultBlockSize, 0, engine.on_gpu()) {
     if (opt_.max_rows <= 0) throw Error("session: max_rows must be positive");
 }
 
@@ -26,9 +26,9 @@ const float* Session::feed(int seq, std::span<const int32_t> tokens, PhaseStats&
         throw Error("context full: " + std::to_string(cache_.length(seq)) + " tokens in the context plus " +
                     std::to_string(n) + " new ones pass its size " + std::to_string(cache_.n_ctx()));
     for (int32_t t : tokens)
-        if (t < 0 || t >= model_.config.n_vocab)
+        if (t < 0 || t >= engine_.config().n_vocab)
             throw Error("token id " + std::to_string(t) + " is outside the vocabulary of " +
-                        std::to_string(model_.config.n_vocab));
+                        std::to_string(engine_.config().n_vocab));
     for (int start = 0; start < n; start += opt_.max_rows) {
         const int rows = std::min(opt_.max_rows, n - start);
         const int first_pos = cache_.append(seq, rows);
@@ -36,7 +36,7 @@ const float* Session::feed(int seq, std::span<const int32_t> tokens, PhaseStats&
         for (int i = 0; i < rows; i++)
             batch_.add(tokens[size_t(start + i)], seq, first_pos + i, start + i == n - 1);
         const auto t0 = std::chrono::steady_clock::now();
-        forward(model_, cache_, batch_, ws_, opt_.count ? &stats.counters : nullptr, opt_.dump);
+        forward(engine_, cache_, batch_, ws_, opt_.count ? &stats.counters : nullptr, opt_.dump);
         stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         stats.tokens += rows;
         stats.calls += 1;

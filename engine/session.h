@@ -10,7 +10,7 @@
 #include "engine/dump.h"
 #include "engine/forward.h"
 #include "engine/kv_cache.h"
-#include "engine/model.h"
+#include "engine/engine.h"
 
 namespace ridge {
 
@@ -32,12 +32,14 @@ struct SessionOptions {
 
 class Session {
 public:
-    Session(const Model& model, const SessionOptions& opt);
+    // The engine must outlive the session.
+    Session(const Engine& engine, const SessionOptions& opt);
 
-    const Model& model() const { return model_; }
+    const Engine& engine() const { return engine_; }
+    const Model& model() const { return engine_.model(); }
     KVCache& cache() { return cache_; }
     const KVCache& cache() const { return cache_; }
-    int n_vocab() const { return model_.config.n_vocab; }
+    int n_vocab() const { return engine_.config().n_vocab; }
 
     // Appends tokens to seq and returns the logits (n_vocab) of the last one. prefill() runs
     // them as (T x d) matrices in chunks; decode() runs one row. ridge::Error if the sequence
@@ -52,7 +54,7 @@ public:
 private:
     const float* feed(int seq, std::span<const int32_t> tokens, PhaseStats& stats);
 
-    const Model& model_;
+    const Engine& engine_;
     SessionOptions opt_;
     KVCache cache_;
     Workspace ws_;

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/model.h"
 #include "kernels/cpu/cost.h"
 #include "weights/model_file.h"
@@ -38,6 +39,15 @@ inline constexpr bool kSanitized = false;
 struct Loaded {
     std::unique_ptr<ModelFile> file;
     Model model;
+    std::unique_ptr<Engine> fast;
+    mutable std::unique_ptr<Engine> exact_;  // made on first use
+
+    // The model on the CPU: the default fast path, or --exact (f32 activations in every matmul).
+    const Engine& engine() const { return *fast; }
+    const Engine& exact() const {
+        if (!exact_) exact_ = std::make_unique<Engine>(model, RunOptions{.exact = true});
+        return *exact_;
+    }
 };
 
 // The model at `path`, opened on first use and kept for the rest of the process.
@@ -48,6 +58,7 @@ inline const Loaded& load(const std::string& path) {
     auto l = std::make_unique<Loaded>();
     l->file = ModelFile::open(path);
     l->model = Model::from_file(*l->file);
+    l->fast = std::make_unique<Engine>(l->model);
     cache.emplace_back(path, std::move(l));
     return *cache.back().second;
 }

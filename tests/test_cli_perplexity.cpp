@@ -53,7 +53,7 @@ TEST(CliPerplexity, PrintsTheEnginesNumberForTheFilesTokens) {
     PerplexityOptions o;
     o.n_ctx = 64;
     o.bos = tok->add_bos_default() ? tok->bos_id() : -1;
-    const PerplexityResult want = perplexity(l.model, ids, o);
+    const PerplexityResult want = perplexity(l.engine(), ids, o);
     EXPECT_EQ(c.windows, want.windows);
     EXPECT_EQ(c.tokens, want.scored);
     EXPECT_EQ(c.n_ctx, 64);

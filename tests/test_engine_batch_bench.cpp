@@ -49,10 +49,10 @@ BatchBenchOptions tiny(std::vector<int> batch, int p, int n, int reps) {
 
 // Elements of the matrices a token is multiplied by (every parameter but the norms and an untied
 // embedding table): one row of a forward pass does 2 of these FLOPs each.
-double matmul_params(const Model& m) {
-    const Config& c = m.config;
-    double n = double(m.n_params()) - double(2 * c.n_layers + 1) * c.n_embd;
-    if (m.output != m.token_embd) n -= double(m.token_embd->n_elements());
+double matmul_params(const Engine& m) {
+    const Config& c = m.config();
+    double n = double(m.model().n_params()) - double(2 * c.n_layers + 1) * c.n_embd;
+    if (m.model().output != m.model().token_embd) n -= double(m.model().token_embd->n_elements());
     return n;
 }
 
@@ -60,8 +60,8 @@ const Op kMatmulOps[] = {Op::Q, Op::K, Op::V, Op::O, Op::Gate, Op::Up, Op::Down,
 
 TEST(BatchBench, StepCostsFollowTheShapesAndIntensityRisesWithB) {
     const Loaded& l = test::load(kStories);
-    const Model& m = l.model;
-    const Config& c = m.config;
+    const Engine& m = l.engine();
+    const Config& c = m.config();
     const ModelStats stats = compute_stats(*l.file);
     const int p = 5, n = 3, reps = 2;
     const Ceilings ceil = hand_ceilings();
@@ -86,7 +86,7 @@ TEST(BatchBench, StepCostsFollowTheShapesAndIntensityRisesWithB) {
 
     // Per row: its embedding row, and the final norm's weight (forward() normalizes each row that
     // wants logits in its own rmsnorm call, and each call counts the weight it reads).
-    const double row_weights = double(stats.embedding_row_bytes) + double(m.output_norm->nbytes);
+    const double row_weights = double(stats.embedding_row_bytes) + double(m.model().output_norm->nbytes);
 
     double last_intensity = 0;
     for (const BatchPoint& pt : res.points) {
@@ -151,7 +151,7 @@ TEST(BatchBench, StepCostsFollowTheShapesAndIntensityRisesWithB) {
 }
 
 TEST(BatchBench, NoPromptDecodesFromPositionZeroAndNoCeilingsNoBound) {
-    const Model& m = test::load(kStories).model;
+    const Engine& m = test::load(kStories).engine();
     const BatchBenchResult res = run_batch_bench(m, tiny({4, 2}, 0, 2, 1), nullptr);
     ASSERT_EQ(res.points.size(), 2u);
     EXPECT_EQ(res.points[0].batch, 4);  // the order given
@@ -162,7 +162,7 @@ TEST(BatchBench, NoPromptDecodesFromPositionZeroAndNoCeilingsNoBound) {
         EXPECT_FALSE(pt.report.has_bound);
         EXPECT_EQ(pt.bound_gflops, 0.0);
         // Steps at positions 0 and 1 read 1 and 2 positions of each sequence.
-        const double per_key = 2.0 * m.config.n_layers * m.config.kv_dim() * 4;
+        const double per_key = 2.0 * m.config().n_layers * m.config().kv_dim() * 4;
         EXPECT_DOUBLE_EQ(pt.per_step.kv_read, pt.batch * per_key * (1 + 2) / 2);
     }
     EXPECT_FALSE(res.crossing.has_fit);
@@ -174,9 +174,9 @@ TEST(BatchBench, SmolLM2WeightsAreReadOncePerStep) {
     const ModelStats stats = compute_stats(*l.file);
     // Below and above the tiled matmul's row threshold (the model's tiled_min_rows()); decode rows
     // of separate sequences are row-exact either way.
-    const int above = int(l.model.tiled_min_rows()) + 2;
+    const int above = int(l.engine().plan().tiled_min_rows) + 2;
     const std::vector<int> batch = test::kSanitized ? std::vector<int>{1, 2} : std::vector<int>{1, 3, above};
-    const BatchBenchResult res = run_batch_bench(l.model, tiny(batch, 2, 1, 1), nullptr);
+    const BatchBenchResult res = run_batch_bench(l.engine(), tiny(batch, 2, 1, 1), nullptr);
     const double row_weights = double(stats.embedding_row_bytes) + double(l.model.output_norm->nbytes);
     for (const BatchPoint& pt : res.points) {
         EXPECT_DOUBLE_EQ(pt.per_step.weight_bytes, double(stats.decode_bytes_per_token) + (pt.batch - 1) * row_weights)
@@ -233,7 +233,7 @@ TEST(BatchBench, CrossingByHand) {
 // ---- bad options ----------------------------------------------------------------------------------
 
 void expect_error(const BatchBenchOptions& o, const std::string& fragment) {
-    const Model& m = test::load(kStories).model;
+    const Engine& m = test::load(kStories).engine();
     try {
         run_batch_bench(m, o, nullptr);
         ADD_FAILURE() << "no error for " << fragment;

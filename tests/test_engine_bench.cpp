@@ -172,7 +172,7 @@ BenchOptions tiny(int p, int n, int reps) {
 
 TEST(Bench, RunsPrefillThenDecodeWithRepsSamples) {
     const Ceilings c = hand_ceilings();
-    const BenchResult res = run_bench(stories().model, tiny(16, 8, 3), &c);
+    const BenchResult res = run_bench(stories().engine(), tiny(16, 8, 3), &c);
     EXPECT_EQ(res.threads, omp_get_max_threads());
     EXPECT_GT(res.peak_rss_bytes, 0.0);
     ASSERT_EQ(res.tests.size(), 2u);
@@ -216,7 +216,7 @@ TEST(Bench, DecodeBytesPerTokenAreModelStatsAndTheKVCache) {
     for (DType kv : {DType::F32, DType::F16}) {
         BenchOptions o = tiny(0, 8, 2);
         o.kv_type = kv;
-        const BenchResult res = run_bench(l.model, o, &c);
+        const BenchResult res = run_bench(l.engine(), o, &c);
         ASSERT_EQ(res.tests.size(), 1u);  // -p 0 skips the prefill test
         const BenchTest& tg = res.tests[0];
         EXPECT_EQ(tg.name, "tg8");
@@ -241,7 +241,7 @@ TEST(Bench, DecodeBytesPerTokenAreModelStatsAndTheKVCache) {
 TEST(Bench, PrefillCostsPerTokenAreExplainsPrefill) {
     const Loaded& l = stories();
     for (int p : {1, 16, 40}) {
-        const BenchResult res = run_bench(l.model, tiny(p, 0, 2), nullptr);
+        const BenchResult res = run_bench(l.engine(), tiny(p, 0, 2), nullptr);
         ASSERT_EQ(res.tests.size(), 1u);  // -n 0 skips the decode test
         const BenchTest& pp = res.tests[0];
         EXPECT_EQ(pp.name, "pp" + std::to_string(p));
@@ -263,7 +263,7 @@ TEST(Bench, PrefillInChunksReadsTheWeightsOncePerChunk) {
     const Loaded& l = stories();
     BenchOptions o = tiny(32, 0, 1);
     o.max_rows = 8;  // 4 passes of 8 rows
-    const BenchResult res = run_bench(l.model, o, nullptr);
+    const BenchResult res = run_bench(l.engine(), o, nullptr);
     ExplainOptions eo;
     eo.tokens = 8;
     const Explain e = explain_model(*l.file, eo);
@@ -279,10 +279,10 @@ TEST(Bench, PrefillInChunksReadsTheWeightsOncePerChunk) {
 TEST(Bench, CountingOffStillGivesTheCosts) {
     const Loaded& l = stories();
     const Ceilings c = hand_ceilings();
-    const BenchResult on = run_bench(l.model, tiny(16, 8, 2), &c);
+    const BenchResult on = run_bench(l.engine(), tiny(16, 8, 2), &c);
     BenchOptions o = tiny(16, 8, 2);
     o.count = false;
-    const BenchResult off = run_bench(l.model, o, &c);
+    const BenchResult off = run_bench(l.engine(), o, &c);
     ASSERT_EQ(off.tests.size(), 2u);
     for (size_t i = 0; i < 2; i++) {
         const BenchTest& a = on.tests[i];
@@ -298,7 +298,7 @@ TEST(Bench, CountingOffStillGivesTheCosts) {
 }
 
 TEST(Bench, BadOptionsThrow) {
-    const Model& m = stories().model;
+    const Engine& m = stories().engine();
     auto with = [](auto set) {
         BenchOptions o = tiny(4, 4, 1);
         set(o);
@@ -311,8 +311,8 @@ TEST(Bench, BadOptionsThrow) {
     EXPECT_THROW(run_bench(m, with([](BenchOptions& o) { o.max_rows = 0; }), nullptr), Error);
     EXPECT_THROW(run_bench(m, with([](BenchOptions& o) { o.n_decode_prompt = 0; }), nullptr), Error);
     // Past the model's context (the decode test adds its 8-token prompt).
-    EXPECT_THROW(run_bench(m, with([&](BenchOptions& o) { o.n_prompt = m.config.n_ctx_train + 1; }), nullptr), Error);
-    EXPECT_THROW(run_bench(m, with([&](BenchOptions& o) { o.n_gen = m.config.n_ctx_train; }), nullptr), Error);
+    EXPECT_THROW(run_bench(m, with([&](BenchOptions& o) { o.n_prompt = m.config().n_ctx_train + 1; }), nullptr), Error);
+    EXPECT_THROW(run_bench(m, with([&](BenchOptions& o) { o.n_gen = m.config().n_ctx_train; }), nullptr), Error);
 }
 
 }  // namespace

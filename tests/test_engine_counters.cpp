@@ -35,7 +35,7 @@ struct Ran {
     std::unique_ptr<Session> session;
     int seq = 0;
 };
-Ran run(const Model& m, int prompt, int steps, DType kv = DType::F32, int max_rows = 256) {
+Ran run(const Engine& m, int prompt, int steps, DType kv = DType::F32, int max_rows = 256) {
     SessionOptions so;
     so.n_ctx = prompt + steps + 1;
     so.kv_type = kv;
@@ -43,19 +43,19 @@ Ran run(const Model& m, int prompt, int steps, DType kv = DType::F32, int max_ro
     Ran r{std::make_unique<Session>(m, so), 0};
     r.seq = r.session->cache().new_sequence();
     std::vector<int32_t> ids;
-    for (int i = 0; i < prompt; i++) ids.push_back(1 + i % (m.config.n_vocab - 1));
+    for (int i = 0; i < prompt; i++) ids.push_back(1 + i % (m.config().n_vocab - 1));
     if (prompt > 0) r.session->prefill(r.seq, ids);
-    for (int i = 0; i < steps; i++) r.session->decode(r.seq, 1 + (prompt + i) % (m.config.n_vocab - 1));
+    for (int i = 0; i < steps; i++) r.session->decode(r.seq, 1 + (prompt + i) % (m.config().n_vocab - 1));
     return r;
 }
 
 // Elements of the matrices a token is multiplied by: every layer's q, k, v, o, gate, up, down and
 // the output head. That is every parameter except the norm weights and, when the output head is
 // not tied to it, the token embedding table (looked up, not multiplied). Tied: the table is the head.
-double matmul_params(const Model& m) {
-    const Config& c = m.config;
-    double n = double(m.n_params()) - double(2 * c.n_layers + 1) * c.n_embd;  // less the norms
-    if (m.output != m.token_embd) n -= double(m.token_embd->n_elements());
+double matmul_params(const Engine& m) {
+    const Config& c = m.config();
+    double n = double(m.model().n_params()) - double(2 * c.n_layers + 1) * c.n_embd;  // less the norms
+    if (m.model().output != m.model().token_embd) n -= double(m.model().token_embd->n_elements());
     return n;
 }
 
@@ -63,8 +63,8 @@ double matmul_params(const Model& m) {
 
 TEST(Counters, EachProjectionCostsTwoMNK) {
     for (const std::string& path : kModels) {
-        const Model& m = load(path).model;
-        const Config& c = m.config;
+        const Engine& m = load(path).engine();
+        const Config& c = m.config();
         for (int T : {1, 7, 16}) {
             const Ran r = run(m, T, 0);
             const Counters& k = r.session->prefill_stats.counters;
@@ -81,12 +81,12 @@ TEST(Counters, EachProjectionCostsTwoMNK) {
             EXPECT_DOUBLE_EQ(k.op(Op::OutputHead).cost.flops, 2.0 * d * c.n_vocab) << path;
             // Each weight matrix is read once per forward pass, whatever m is, in its stored format.
             EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.weight_bytes,
-                             L * c.q_dim() * double(row_bytes(m.layers[0].attn_q->type, c.n_embd)))
+                             L * c.q_dim() * double(row_bytes(m.model().layers[0].attn_q->type, c.n_embd)))
                 << path;
             // The input: f32 rows, or on the fast path their 16-bit integer blocks (72 bytes per 32)
             // when T is below the tiled prefill's threshold.
-            const bool q16 = m.int_input({m.layers[0].attn_q}, T);
-            EXPECT_EQ(q16, path == kSmol && T < m.tiled_min_rows());  // SmolLM2 is Q4_1; stories260K F32
+            const bool q16 = (m.plan().layers[0].q.int_input && T < m.plan().tiled_min_rows);
+            EXPECT_EQ(q16, path == kSmol && T < m.plan().tiled_min_rows);  // SmolLM2 is Q4_1; stories260K F32
             EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.act_read, L * T * (q16 ? d / 32 * 72 : 4.0 * d)) << path;
             EXPECT_DOUBLE_EQ(k.op(Op::Q).cost.act_written, L * 4.0 * T * c.q_dim()) << path;
         }
@@ -113,10 +113,10 @@ TEST(Counters, DecodeWeightBytesEqualModelStats) {
 }
 
 TEST(Counters, SmolLM2Q41WeightsAre20BytesPer32) {
-    const Model& m = load(kSmol).model;
-    ASSERT_EQ(m.layers[0].attn_q->type, DType::Q4_1);
+    const Engine& m = load(kSmol).engine();
+    ASSERT_EQ(m.model().layers[0].attn_q->type, DType::Q4_1);
     const Ran r = run(m, 1, 1);
-    const Config& c = m.config;
+    const Config& c = m.config();
     const double q_weights = double(c.q_dim()) * c.n_embd;  // one layer's W_q
     EXPECT_DOUBLE_EQ(r.session->decode_stats.counters.layers[0][size_t(Op::Q)].cost.weight_bytes,
                      q_weights / 32 * 20);
@@ -128,8 +128,8 @@ TEST(Counters, SmolLM2Q41WeightsAre20BytesPer32) {
 // 2 * n_layers * n_kv_heads * head_dim * (p + 1) * bytes per value; it writes its own one.
 TEST(Counters, KVBytesOfADecodeStepAtPositionP) {
     for (const std::string& path : kModels) {
-        const Model& m = load(path).model;
-        const Config& c = m.config;
+        const Engine& m = load(path).engine();
+        const Config& c = m.config();
         for (DType kv : {DType::F32, DType::F16}) {
             const double bpv = kv == DType::F32 ? 4 : 2;
             for (int p : {0, 1, 16, 40}) {
@@ -163,8 +163,8 @@ TEST(Counters, KVBytesOfADecodeStepAtPositionP) {
 // residual adds; the embedding lookup and the KV store do no arithmetic).
 TEST(Counters, DecodeFlopsAreTwoNPlusAttention) {
     for (const std::string& path : kModels) {
-        const Model& m = load(path).model;
-        const Config& c = m.config;
+        const Engine& m = load(path).engine();
+        const Config& c = m.config();
         for (int p : {0, 9, 30}) {
             const Ran d = run(m, p, 1);  // p tokens prefilled, then the decode step at position p
             const Counters& k = d.session->decode_stats.counters;
@@ -182,7 +182,7 @@ TEST(Counters, DecodeFlopsAreTwoNPlusAttention) {
                                        + 2.0 * L * d_;                                          // residuals
             // On the fast path every matmul input is quantized once (3 FLOPs per element): x for
             // q/k/v and for gate/up, attn for o, act for down; the final x for the logits.
-            const double quantize = m.int_input({m.layers[0].attn_q}, 1)
+            const double quantize = m.plan().layers[0].q.int_input
                                         ? 3.0 * (L * (2 * d_ + c.q_dim() + c.n_ff) + d_) : 0.0;
             EXPECT_DOUBLE_EQ(k.op(Op::Quantize).cost.flops, quantize) << path;
             EXPECT_DOUBLE_EQ(k.total().cost.flops, 2 * N + attention + elementwise + quantize) << path;
@@ -196,13 +196,13 @@ TEST(Counters, DecodeFlopsAreTwoNPlusAttention) {
 // ---- records add up ----------------------------------------------------------------------------
 
 TEST(Counters, LayersAndOpsSumToTheTotal) {
-    const Model& m = load(kSmol).model;
+    const Engine& m = load(kSmol).engine();
     const Ran r = run(m, 6, 3);
     for (const Counters* k : {&r.session->prefill_stats.counters, &r.session->decode_stats.counters}) {
-        ASSERT_EQ(k->layers.size(), size_t(m.config.n_layers));
+        ASSERT_EQ(k->layers.size(), size_t(m.config().n_layers));
         const OpRecord total = k->total();
         OpRecord by_layer = k->layer(-1), by_op;
-        for (int l = 0; l < m.config.n_layers; l++) by_layer += k->layer(l);
+        for (int l = 0; l < m.config().n_layers; l++) by_layer += k->layer(l);
         for (size_t i = 0; i < kNumOps; i++) by_op += k->op(Op(i));
         for (const OpRecord* s : {&by_layer, &by_op}) {
             EXPECT_NEAR(s->cost.flops, total.cost.flops, 1e-9 * total.cost.flops);
@@ -213,7 +213,7 @@ TEST(Counters, LayersAndOpsSumToTheTotal) {
         }
         // Every layer has the same shapes and types, so the same cost; outside the layers only
         // the embedding, final norm, the head's quantized input and the output head.
-        for (int l = 1; l < m.config.n_layers; l++)
+        for (int l = 1; l < m.config().n_layers; l++)
             EXPECT_DOUBLE_EQ(k->layer(l).cost.bytes(), k->layer(0).cost.bytes()) << "layer " << l;
         for (size_t i = 0; i < kNumOps; i++) {
             const Op op = Op(i);
@@ -230,9 +230,9 @@ TEST(Counters, LayersAndOpsSumToTheTotal) {
 // ---- prefill and decode apart ------------------------------------------------------------------
 
 TEST(Counters, PrefillAndDecodeAreSeparate) {
-    const Model& m = load(kStories).model;
-    const Config& c = m.config;
-    const int K = int(m.tiled_min_rows()), T = 2 * K + 4, n = 5;
+    const Engine& m = load(kStories).engine();
+    const Config& c = m.config();
+    const int K = int(m.plan().tiled_min_rows), T = 2 * K + 4, n = 5;
     const Ran r = run(m, T, n, DType::F32, /*max_rows=*/K);  // prefill in chunks of K, K, 4
     const PhaseStats& pre = r.session->prefill_stats;
     const PhaseStats& dec = r.session->decode_stats;
@@ -244,7 +244,7 @@ TEST(Counters, PrefillAndDecodeAreSeparate) {
     EXPECT_DOUBLE_EQ(pre.counters.op(Op::Q).cost.flops, T * per_row);
     EXPECT_DOUBLE_EQ(dec.counters.op(Op::Q).cost.flops, n * per_row);
     // One weight read per forward pass: three in prefill (its chunks), one per decode step.
-    const double wq = double(m.layers[0].attn_q->nbytes) * c.n_layers;
+    const double wq = double(m.model().layers[0].attn_q->nbytes) * c.n_layers;
     EXPECT_DOUBLE_EQ(pre.counters.op(Op::Q).cost.weight_bytes, 3 * wq);
     EXPECT_DOUBLE_EQ(dec.counters.op(Op::Q).cost.weight_bytes, n * wq);
     // Prefill: the chunks of K (tiled_min_rows()) take the blocked attention, which reads each
@@ -258,7 +258,7 @@ TEST(Counters, PrefillAndDecodeAreSeparate) {
 }
 
 TEST(Counters, CountingOffCountsNothingAndChangesNoResult) {
-    const Model& m = load(kStories).model;
+    const Engine& m = load(kStories).engine();
     SessionOptions so;
     so.n_ctx = 16;
     Session on(m, so);
@@ -268,7 +268,7 @@ TEST(Counters, CountingOffCountsNothingAndChangesNoResult) {
     const int a = on.cache().new_sequence(), b = off.cache().new_sequence();
     const float* la = on.prefill(a, ids);
     const float* lb = off.prefill(b, ids);
-    for (int i = 0; i < m.config.n_vocab; i++) ASSERT_EQ(la[i], lb[i]) << i;
+    for (int i = 0; i < m.config().n_vocab; i++) ASSERT_EQ(la[i], lb[i]) << i;
     EXPECT_EQ(off.prefill_stats.counters.total().calls, 0);
     EXPECT_EQ(off.prefill_stats.tokens, 4);  // the phase's tokens and time are still kept
     EXPECT_GT(on.prefill_stats.counters.total().calls, 0);

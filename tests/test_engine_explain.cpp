@@ -79,14 +79,14 @@ TEST(Explain, EachOpCostsWhatTheCountersRecord) {
                 so.n_ctx = std::max(T, c);
                 so.kv_type = kv;
                 so.max_rows = T;  // one pass
-                Session pre(l.model, so);
+                Session pre(l.engine(), so);
                 std::vector<int32_t> ids;
                 for (int i = 0; i < T; i++) ids.push_back(1 + i % 100);
                 pre.prefill(pre.cache().new_sequence(), ids);
                 ASSERT_EQ(pre.prefill_stats.calls, 1);
                 expect_phase_matches(e.prefill, pre.prefill_stats.counters, l.model.config.n_layers, what + " prefill");
 
-                Session dec(l.model, so);
+                Session dec(l.engine(), so);
                 const int seq = dec.cache().new_sequence();
                 if (c > 1) dec.prefill(seq, std::vector<int32_t>(size_t(c - 1), 3));
                 dec.decode(seq, 5);

@@ -34,21 +34,20 @@ const std::string kSmol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruc
 
 TEST(GpuForward, WithoutAGpuPlacingAModelIsAOneLineError) {
     if (gpu::available()) GTEST_SKIP() << "this machine has a GPU";
-    Model m = test::load(kStories).model;
+    const Model& m = test::load(kStories).model;
     try {
-        to_gpu(m);
-        FAIL() << "to_gpu succeeded without a GPU";
+        Engine e(m, RunOptions{.device = Device::Cuda});
+        FAIL() << "placing the model on a GPU succeeded without one";
     } catch (const Error& e) {
         const std::string what = e.what();
         EXPECT_EQ(what.find('\n'), std::string::npos) << what;
         EXPECT_TRUE(what.find("CUDA") != std::string::npos) << what;
     }
-    EXPECT_EQ(m.gpu, nullptr);
     EXPECT_THROW(KVCache(m.config, 64, DType::F32, 16, 0, /*on_gpu=*/true), Error);
 }
 
 // The logits of `prompt` then `decode` tokens, one vector per fed position that has logits.
-std::vector<std::vector<float>> run(const Model& model, const std::vector<int32_t>& prompt,
+std::vector<std::vector<float>> run(const Engine& model, const std::vector<int32_t>& prompt,
                                     const std::vector<int32_t>& decode, int max_rows, PhaseStats* pre = nullptr,
                                     PhaseStats* dec = nullptr) {
     SessionOptions so;
@@ -70,20 +69,18 @@ std::vector<std::vector<float>> run(const Model& model, const std::vector<int32_
 
 // The model at path twice: on the CPU (exact: f32 activations, the GPU's arithmetic) and on the GPU.
 struct OnBoth {
-    Model cpu, gpu;
+    std::unique_ptr<Engine> cpu, gpu;
 };
 OnBoth on_both(const std::string& path, bool exact = true) {
-    OnBoth b{test::load(path).model, {}};
-    b.cpu.exact = exact;
-    b.gpu = b.cpu;
-    to_gpu(b.gpu);
-    return b;
+    const Model& model = test::load(path).model;
+    return {std::make_unique<Engine>(model, RunOptions{.exact = exact}),
+            std::make_unique<Engine>(model, RunOptions{.device = Device::Cuda})};
 }
 
 int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 // Greedy continuation of prompt for n tokens.
-std::vector<int32_t> greedy(const Model& model, const std::vector<int32_t>& prompt, int n,
+std::vector<int32_t> greedy(const Engine& model, const std::vector<int32_t>& prompt, int n,
                             std::vector<std::vector<float>>* logits = nullptr) {
     SessionOptions so;
     so.n_ctx = 512;
@@ -113,7 +110,7 @@ void expect_logits_close(const std::vector<std::vector<float>>& gpu, const std::
 TEST(GpuForward, Stories260KLogitsMatchTheCpu) {
     RIDGE_REQUIRE_GPU();
     const OnBoth m = on_both(kStories);
-    const Model &cpu_model = m.cpu, &gpu_model = m.gpu;
+    const Engine &cpu_model = *m.cpu, &gpu_model = *m.gpu;
     const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 300, 270, 293, 385, 280, 269, 347, 294, 257, 281,
                                          331, 297, 258, 304, 280, 266, 267, 339, 274, 260, 267, 331};  // 27: tiled
     const std::vector<int32_t> decode = {1, 5, 400, 37, 12, 260};
@@ -124,7 +121,7 @@ TEST(GpuForward, Stories260KLogitsMatchTheCpu) {
 TEST(GpuForward, Stories260KGreedyTextIsTheCpus) {
     RIDGE_REQUIRE_GPU();
     const OnBoth m = on_both(kStories, /*exact=*/false);
-    const Model &cpu_model = m.cpu, &gpu_model = m.gpu;
+    const Engine &cpu_model = *m.cpu, &gpu_model = *m.gpu;
     EXPECT_EQ(greedy(gpu_model, {1}, 200), greedy(cpu_model, {1}, 200));
 }
 
@@ -132,7 +129,7 @@ TEST(GpuForward, SmolLM2LogitsMatchTheCpusExactPath) {
     RIDGE_REQUIRE_GPU();
     RIDGE_REQUIRE_SMOLLM2();
     const OnBoth m = on_both(kSmol);
-    const Model &cpu_model = m.cpu, &gpu_model = m.gpu;
+    const Engine &cpu_model = *m.cpu, &gpu_model = *m.gpu;
     std::vector<int32_t> prompt;
     for (int i = 0; i < 40; i++) prompt.push_back(int32_t((i * 7919 + 13) % 49152));
     const std::vector<int32_t> decode = {504, 2683, 314, 260, 1345};
@@ -143,7 +140,7 @@ TEST(GpuForward, SmolLM2GreedyAgreesOnFourOfFivePromptsDivergingOnlyAtNearTies) 
     RIDGE_REQUIRE_GPU();
     RIDGE_REQUIRE_SMOLLM2();
     const OnBoth m = on_both(kSmol);
-    const Model &cpu_model = m.cpu, &gpu_model = m.gpu;
+    const Engine &cpu_model = *m.cpu, &gpu_model = *m.gpu;
     const std::vector<std::vector<int32_t>> prompts = {
         {1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182, 2},
         {1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2},
@@ -171,8 +168,8 @@ TEST(GpuForward, SmolLM2GreedyAgreesOnFourOfFivePromptsDivergingOnlyAtNearTies) 
 // The logits of a few decode-shaped batches (no tiled run, so the graph path takes them): each
 // step feeds the next position of three sequences with logits for the rows in `wants` (the two
 // steps want the same number of rows but different ones).
-std::vector<std::vector<float>> batched_steps(const Model& model) {
-    KVCache cache(model.config, 64, DType::F32, 16, 0, /*on_gpu=*/model.gpu != nullptr);
+std::vector<std::vector<float>> batched_steps(const Engine& model) {
+    KVCache cache(model.config(), 64, DType::F32, 16, 0, /*on_gpu=*/model.on_gpu());
     Workspace ws;
     const int seqs[3] = {cache.new_sequence(), cache.new_sequence(), cache.new_sequence()};
     const std::vector<std::vector<uint8_t>> wants = {{1, 0, 1}, {0, 1, 1}, {1, 1, 0}, {1, 0, 1}};
@@ -190,10 +187,9 @@ std::vector<std::vector<float>> batched_steps(const Model& model) {
 TEST(GpuForward, GraphReplaysGiveTheLogitsOfLaunchingKernelByKernel) {
     RIDGE_REQUIRE_GPU();
     const OnBoth m = on_both(kStories, /*exact=*/false);
-    Model no_graph = m.cpu;
-    to_gpu(no_graph, 0, /*graph=*/false);
+    const Engine no_graph(m.cpu->model(), RunOptions{.device = Device::Cuda, .graph = false});
     // One sequence: a short prompt (row-exact) and decode steps, counting off so the graph is used.
-    auto logits = [](const Model& model) {
+    auto logits = [](const Engine& model) {
         SessionOptions so;
         so.n_ctx = 128;
         so.count = false;
@@ -207,8 +203,8 @@ TEST(GpuForward, GraphReplaysGiveTheLogitsOfLaunchingKernelByKernel) {
         }
         return all;
     };
-    EXPECT_EQ(logits(m.gpu), logits(no_graph));  // the same kernels: bit for bit
-    const auto graph_steps = batched_steps(m.gpu), cpu_steps = batched_steps(m.cpu);
+    EXPECT_EQ(logits(*m.gpu), logits(no_graph));  // the same kernels: bit for bit
+    const auto graph_steps = batched_steps(*m.gpu), cpu_steps = batched_steps(*m.cpu);
     EXPECT_EQ(graph_steps, batched_steps(no_graph));
     expect_logits_close(graph_steps, cpu_steps, 1e-3);  // and they are the CPU's, row by row
 }
@@ -217,7 +213,7 @@ TEST(GpuForward, CountersCountWhatTheCpusExactPathCounts) {
     RIDGE_REQUIRE_GPU();
     RIDGE_REQUIRE_SMOLLM2();
     const OnBoth m = on_both(kSmol);
-    const Model &cpu_model = m.cpu, &gpu_model = m.gpu;
+    const Engine &cpu_model = *m.cpu, &gpu_model = *m.gpu;
     std::vector<int32_t> prompt;  // 30 rows: a tiled chunk on both devices (CPU exact 22, GPU 16)
     for (int i = 0; i < 30; i++) prompt.push_back(int32_t(100 + 37 * i));
     const std::vector<int32_t> decode = {7, 8, 9};

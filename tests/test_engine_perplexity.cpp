@@ -33,7 +33,7 @@ std::vector<int32_t> text_tokens() {
 // The NLL sum the definition gives: window w = tokens [w*n, (w+1)*n), first token replaced by bos
 // when bos >= 0, decoded one token at a time from an empty cache; positions n/2 .. n-2 predict
 // the token after them.
-double nll_by_hand(const Model& m, const std::vector<int32_t>& tokens, int n, int windows, int32_t bos, int64_t& scored) {
+double nll_by_hand(const Engine& m, const std::vector<int32_t>& tokens, int n, int windows, int32_t bos, int64_t& scored) {
     double sum = 0;
     scored = 0;
     for (int w = 0; w < windows; w++) {
@@ -46,8 +46,8 @@ double nll_by_hand(const Model& m, const std::vector<int32_t>& tokens, int n, in
             const float* logits = s.decode(seq, tok);
             if (p < n / 2) continue;
             double mx = -1e300, z = 0;
-            for (int v = 0; v < m.config.n_vocab; v++) mx = std::max(mx, double(logits[v]));
-            for (int v = 0; v < m.config.n_vocab; v++) z += std::exp(double(logits[v]) - mx);
+            for (int v = 0; v < m.config().n_vocab; v++) mx = std::max(mx, double(logits[v]));
+            for (int v = 0; v < m.config().n_vocab; v++) z += std::exp(double(logits[v]) - mx);
             sum += mx + std::log(z) - double(logits[tokens[size_t(w * n + p + 1)]]);
             scored++;
         }
@@ -56,7 +56,7 @@ double nll_by_hand(const Model& m, const std::vector<int32_t>& tokens, int n, in
 }
 
 TEST(Perplexity, EqualsTheDefinitionWorkedOutTokenByToken) {
-    const Model& m = test::load(kStories).model;
+    const Engine& m = test::load(kStories).engine();
     const std::vector<int32_t> tokens = text_tokens();
     ASSERT_GE(tokens.size(), 128u);
     for (int32_t bos : {-1, 1}) {
@@ -82,7 +82,7 @@ TEST(Perplexity, EqualsTheDefinitionWorkedOutTokenByToken) {
 }
 
 TEST(Perplexity, RowsComeInOrderWithTheirNextToken) {
-    const Model& m = test::load(kStories).model;
+    const Engine& m = test::load(kStories).engine();
     const std::vector<int32_t> tokens = text_tokens();
     PerplexityOptions o;
     o.n_ctx = 32;
@@ -109,7 +109,7 @@ TEST(Perplexity, ErrorEstimateByHand) {
 }
 
 TEST(Perplexity, BadOptionsAndShortTextThrow) {
-    const Model& m = test::load(kStories).model;  // n_ctx_train 512
+    const Engine& m = test::load(kStories).engine();  // n_ctx_train 512
     const std::vector<int32_t> tokens = text_tokens();
     auto with = [](int n_ctx, int batch = 128, int windows = 0) {
         PerplexityOptions o;

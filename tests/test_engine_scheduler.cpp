@@ -62,7 +62,7 @@ std::vector<std::vector<int32_t>> prompts(const Tokenizer& tok, int chunk) {
 }
 
 // The tokens generate() emits for this prompt alone, prompts fed in chunks of `chunk` rows.
-std::vector<int32_t> alone(const Model& m, const Tokenizer& tok, const std::vector<int32_t>& prompt, int max_new,
+std::vector<int32_t> alone(const Engine& m, const Tokenizer& tok, const std::vector<int32_t>& prompt, int max_new,
                            int chunk, int n_ctx) {
     SessionOptions so;
     so.n_ctx = n_ctx;
@@ -107,10 +107,10 @@ RequestCallbacks collect(Collected& c) {
 
 // Requests join in two waves (the second while the first decodes), with different max_new so they
 // leave at different steps; the step budget delays some prompt chunks to later steps.
-void expect_batched_equals_alone(const Model& m, const Tokenizer& tok, int max_batch, int kv_tokens) {
-    // Chunks of m.tiled_min_rows() + 2 rows: a prompt's whole chunks take the tiled path, its rest
+void expect_batched_equals_alone(const Engine& m, const Tokenizer& tok, int max_batch, int kv_tokens) {
+    // Chunks of Plan::tiled_min_rows + 2 rows: a prompt's whole chunks take the tiled path, its rest
     // the row-exact one, beside other sequences' decode rows.
-    const int chunk = int(m.tiled_min_rows()) + 2, n_ctx = 256;
+    const int chunk = int(m.plan().tiled_min_rows) + 2, n_ctx = 256;
     const int base_new = test::kSanitized ? 4 : 20;
     const auto ps = prompts(tok, chunk);
     std::vector<int> max_new;
@@ -156,26 +156,24 @@ void expect_batched_equals_alone(const Model& m, const Tokenizer& tok, int max_b
 
 TEST(Scheduler, BatchedEqualsAloneSmolLM2Fast) {
     const WithTokenizer& w = model(kSmol);
-    expect_batched_equals_alone(w.loaded->model, *w.tok, 4, 0);
+    expect_batched_equals_alone(w.loaded->engine(), *w.tok, 4, 0);
 }
 
 TEST(Scheduler, BatchedEqualsAloneSmolLM2Exact) {
     const WithTokenizer& w = model(kSmol);
-    Model exact = w.loaded->model;
-    exact.exact = true;
-    expect_batched_equals_alone(exact, *w.tok, 4, 0);
+    expect_batched_equals_alone(w.loaded->exact(), *w.tok, 4, 0);
 }
 
 TEST(Scheduler, BatchedEqualsAloneStories260K) {
     const WithTokenizer& w = model(kStories);
-    expect_batched_equals_alone(w.loaded->model, *w.tok, 6, 0);
+    expect_batched_equals_alone(w.loaded->engine(), *w.tok, 6, 0);
 }
 
 // A pool of 8 blocks (128 tokens) for requests that each reserve 3-5 blocks: at most two run at a
 // time, the rest wait in order, and every one still gets its tokens.
 TEST(Scheduler, FullPoolMakesRequestsWaitNotFail) {
     const WithTokenizer& w = model(kStories);
-    const Model& m = w.loaded->model;
+    const Engine& m = w.loaded->engine();
     const auto ps = prompts(*w.tok, 16);
     SchedulerOptions opt;
     opt.n_ctx = 256;
@@ -206,7 +204,7 @@ TEST(Scheduler, CancelFreesTheSequence) {
     SchedulerOptions opt;
     opt.n_ctx = 256;
     opt.max_batch = 1;
-    Scheduler sched(w.loaded->model, w.tok.get(), opt);
+    Scheduler sched(w.loaded->engine(), w.tok.get(), opt);
 
     // A client that goes away after 3 tokens.
     Collected quitter;
@@ -251,7 +249,7 @@ TEST(Scheduler, StopsAtTheContextAndAtMaxNew) {
     const auto ps = prompts(*w.tok, 16);
     SchedulerOptions opt;
     opt.n_ctx = 24;
-    Scheduler sched(w.loaded->model, nullptr, opt);  // no tokenizer: no end-of-generation stop
+    Scheduler sched(w.loaded->engine(), nullptr, opt);  // no tokenizer: no end-of-generation stop
     Collected ctx, zero;
     sched.submit(greedy(ps[0], -1), collect(ctx));
     // on_done comes once the stats show the request ended (what /metrics reads).
@@ -277,7 +275,7 @@ TEST(Scheduler, RejectsBadRequests) {
     SchedulerOptions opt;
     opt.n_ctx = 32;
     opt.kv_tokens = 16;
-    Scheduler sched(w.loaded->model, w.tok.get(), opt);
+    Scheduler sched(w.loaded->engine(), w.tok.get(), opt);
     auto message = [&](RequestParams p) {
         try {
             sched.submit(std::move(p), {});
@@ -296,28 +294,27 @@ TEST(Scheduler, RejectsBadRequests) {
     EXPECT_EQ(sched.stats().requests_submitted, 0);
     SchedulerOptions zero = opt;
     zero.max_batch = 0;
-    EXPECT_THROW(Scheduler(w.loaded->model, nullptr, zero), Error);
+    EXPECT_THROW(Scheduler(w.loaded->engine(), nullptr, zero), Error);
 }
 
 // forward() itself: the logits of a decode row, a short prompt and a prompt chunk computed in one
 // batch are bit for bit those each gets alone (fast and exact paths, F32 and F16 caches).
 TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
     const WithTokenizer& w = model(kSmol);
-    Model fast = w.loaded->model, exact = w.loaded->model;
-    exact.exact = true;
+    const Engine &fast = w.loaded->engine(), &exact = w.loaded->exact();
     const auto ps = prompts(*w.tok, 32);
-    const int64_t tiled = fast.tiled_min_rows() + 2;  // a tiled chunk on both paths (exact's threshold is lower)
+    const int64_t tiled = fast.plan().tiled_min_rows + 2;  // a tiled chunk on both paths (exact's threshold is lower)
     std::vector<int32_t> stream;                      // the prompts one after another, long enough for it
     while (int64_t(stream.size()) < 3 + tiled)
         for (const auto& p : ps) stream.insert(stream.end(), p.begin(), p.end());
     const std::vector<int32_t> b_prompt(ps[2].begin(), ps[2].begin() + 7), c(ps[4].begin(), ps[4].begin() + 5),
         a(stream.begin() + 3, stream.begin() + 3 + tiled);
     const int n_ctx = int(tiled) + 8;
-    const int V = fast.config.n_vocab;
-    for (const Model* m : {&fast, &exact})
+    const int V = fast.config().n_vocab;
+    for (const Engine* m : {&fast, &exact})
         for (DType kv : {DType::F32, DType::F16}) {
-            if (test::kSanitized && (m->exact || kv == DType::F16)) continue;  // slow there: one case
-            const std::string where = std::string(m->exact ? "exact" : "fast") + (kv == DType::F16 ? " f16" : " f32");
+            if (test::kSanitized && (m->exact() || kv == DType::F16)) continue;  // slow there: one case
+            const std::string where = std::string(m->exact() ? "exact" : "fast") + (kv == DType::F16 ? " f16" : " f32");
             // Feeds rows (token, seq, pos, wants logits) and returns the logits rows.
             auto run = [&](KVCache& cache, Workspace& ws, const Batch& batch) {
                 forward(*m, cache, batch, ws);
@@ -330,7 +327,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
             // Alone: B's prompt then its decode row; C's 5 rows; A's chunk.
             std::vector<float> b_alone, c_alone, a_alone;
             {
-                KVCache cache(m->config, n_ctx, kv);
+                KVCache cache(m->config(), n_ctx, kv);
                 Workspace ws;
                 Batch batch;
                 const int s = cache.new_sequence();
@@ -342,7 +339,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
                 b_alone = run(cache, ws, batch);
             }
             {
-                KVCache cache(m->config, n_ctx, kv);
+                KVCache cache(m->config(), n_ctx, kv);
                 Workspace ws;
                 Batch batch;
                 const int s = cache.new_sequence();
@@ -351,7 +348,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
                 c_alone = run(cache, ws, batch);
             }
             {
-                KVCache cache(m->config, n_ctx, kv);
+                KVCache cache(m->config(), n_ctx, kv);
                 Workspace ws;
                 Batch batch;
                 const int s = cache.new_sequence();
@@ -360,7 +357,7 @@ TEST(Forward, RowsInABatchGetTheirLoneLogitsBitForBit) {
                 a_alone = run(cache, ws, batch);
             }
             // Together: B's decode row, C's rows (one row-exact run of 6 rows), A's chunk (tiled).
-            KVCache cache(m->config, n_ctx, kv, KVCache::kDefaultBlockSize, 3 * n_ctx);
+            KVCache cache(m->config(), n_ctx, kv, KVCache::kDefaultBlockSize, 3 * n_ctx);
             Workspace ws;
             Batch batch;
             const int sb = cache.new_sequence(), sc = cache.new_sequence(), sa = cache.new_sequence();

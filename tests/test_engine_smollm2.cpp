@@ -38,6 +38,7 @@ constexpr double kRelTol = 1e-3;
 struct Fixture {
     std::unique_ptr<ModelFile> file;
     Model model;
+    std::unique_ptr<Engine> exact, fast;  // the reference comparisons run on the exact path
     nlohmann::json goldens;
 };
 
@@ -46,7 +47,8 @@ const Fixture& fixture() {
         auto* fx = new Fixture;
         fx->file = ModelFile::open(kModel);
         fx->model = Model::from_file(*fx->file);
-        fx->model.exact = true;  // the reference comparisons run on the exact path
+        fx->exact = std::make_unique<Engine>(fx->model, RunOptions{.exact = true});
+        fx->fast = std::make_unique<Engine>(fx->model);
         std::ifstream in(kGoldens + "goldens.json");
         if (!in) throw std::runtime_error("cannot read " + kGoldens + "goldens.json");
         fx->goldens = nlohmann::json::parse(in);
@@ -66,19 +68,19 @@ std::vector<float> read_f32(const std::string& path) {
 }
 
 // Logits (T, n_vocab) of every position of ids, prefilled in chunks of 128 rows.
-std::vector<float> all_logits(const Model& m, const std::vector<int32_t>& ids, DType kv_type, int max_rows = 128) {
-    KVCache cache(m.config, int(ids.size()), kv_type);
+std::vector<float> all_logits(const Engine& m, const std::vector<int32_t>& ids, DType kv_type, int max_rows = 128) {
+    KVCache cache(m.config(), int(ids.size()), kv_type);
     Workspace ws;
     const int seq = cache.new_sequence();
     std::vector<float> out;
-    out.reserve(ids.size() * size_t(m.config.n_vocab));
+    out.reserve(ids.size() * size_t(m.config().n_vocab));
     for (size_t start = 0; start < ids.size(); start += size_t(max_rows)) {
         const size_t rows = std::min(ids.size() - start, size_t(max_rows));
         const int first = cache.append(seq, int(rows));
         Batch b;
         for (size_t i = 0; i < rows; i++) b.add(ids[start + i], seq, first + int(i), true);
         forward(m, cache, b, ws);
-        out.insert(out.end(), ws.logits.begin(), ws.logits.begin() + int64_t(rows) * m.config.n_vocab);
+        out.insert(out.end(), ws.logits.begin(), ws.logits.begin() + int64_t(rows) * m.config().n_vocab);
     }
     return out;
 }
@@ -113,7 +115,7 @@ TEST_P(SmolLM2Prompt, LogitsMatchTransformers) {
     const std::string name = p["name"];
     const std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
     const int V = f.model.config.n_vocab;
-    const std::vector<float> logits = all_logits(f.model, ids, DType::F32);
+    const std::vector<float> logits = all_logits(*f.exact, ids, DType::F32);
     ASSERT_EQ(p["top5"].size(), ids.size());
     double worst = 0;  // largest |diff| / max|ref| seen
     for (size_t t = 0; t < ids.size(); t++) {
@@ -164,7 +166,7 @@ TEST_P(SmolLM2Prompt, GreedyContinuationMatchesTransformers) {
     const std::vector<double> top1 = p["greedy_top1"].get<std::vector<double>>();
     SessionOptions so;
     so.n_ctx = int(ids.size() + ref.size());
-    Session s(f.model, so);
+    Session s(*f.exact, so);
     const int seq = s.cache().new_sequence();
     const float* logits = s.prefill(seq, ids);
     for (size_t i = 0; i < ref.size(); i++) {
@@ -202,19 +204,17 @@ TEST(SmolLM2, PrefillAndDecodeGiveTheSameLogits) {
     std::vector<int32_t> ids = f.goldens["prompts"][0]["ids"].get<std::vector<int32_t>>();
     if (test::kSanitized) ids.resize(8);
     const int V = f.model.config.n_vocab;
-    Model fast = f.model;
-    fast.exact = false;
-    const Model* paths[] = {&f.model, &fast};
+    const Engine* paths[] = {f.exact.get(), f.fast.get()};
     for (DType kv : {DType::F32, DType::F16})
-    for (const Model* m : paths) {
+    for (const Engine* m : paths) {
         const std::vector<float> whole = all_logits(*m, ids, kv);
         const std::vector<float> decode = all_logits(*m, ids, kv, 1);
         for (size_t t = 0; t < ids.size(); t++) {
             float max_abs = 0;
             for (int v = 0; v < V; v++) max_abs = std::max(max_abs, std::fabs(whole[t * V + v]));
             test::expect_close(decode.data() + t * V, whole.data() + t * V, size_t(V),
-                               (m->exact ? 1 : 2) * kRelTol * max_abs, 0,
-                               (m->exact ? "exact" : "fast") + std::string(" position ") + std::to_string(t));
+                               (m->exact() ? 1 : 2) * kRelTol * max_abs, 0,
+                               (m->exact() ? "exact" : "fast") + std::string(" position ") + std::to_string(t));
         }
     }
 }
@@ -222,15 +222,21 @@ TEST(SmolLM2, PrefillAndDecodeGiveTheSameLogits) {
 // SmolLM2's layers are Q4_1: on the fast path prompts go row by row below 40 rows (the integer
 // kernel's threshold; 112 for its AVX-512 form), under exact (f32 rows) below 22.
 TEST(SmolLM2, TiledThresholdFollowsTheWeightsAndThePath) {
-    Model fast = fixture().model, exact = fixture().model;
-    fast.exact = false;
-    exact.exact = true;
+    const Plan& fast = fixture().fast->plan();
+    const Plan& exact = fixture().exact->plan();
     const int64_t int_threshold = cpu::int_zmm_kernel() ? cpu::kTiledMinRowsIntZmm : cpu::kTiledMinRowsInt;
-    EXPECT_EQ(fast.tiled_min_rows(), int_threshold);
-    EXPECT_EQ(exact.tiled_min_rows(), cpu::kTiledMinRows);
-    EXPECT_TRUE(fast.int_input({fast.layers[0].attn_q}, int_threshold - 1));
-    EXPECT_FALSE(fast.int_input({fast.layers[0].attn_q}, int_threshold));
-    EXPECT_FALSE(exact.int_input({exact.layers[0].attn_q}, 1));
+    EXPECT_EQ(fast.tiled_min_rows, int_threshold);
+    EXPECT_EQ(exact.tiled_min_rows, cpu::kTiledMinRows);
+    for (const LayerPlan& l : fast.layers)
+        for (const MatmulPlan* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+            EXPECT_TRUE(p->int_input) << p->w->name;  // every Q4_1 matrix takes the integer kernel
+            EXPECT_EQ(p->tiled_min_rows, int_threshold) << p->w->name;
+        }
+    for (const LayerPlan& l : exact.layers)
+        for (const MatmulPlan* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+            EXPECT_FALSE(p->int_input) << p->w->name;
+            EXPECT_EQ(p->tiled_min_rows, cpu::kTiledMinRows) << p->w->name;
+        }
 }
 
 // The fast path against the exact path: the bounds of the CPU performance issue, over every
@@ -238,15 +244,14 @@ TEST(SmolLM2, TiledThresholdFollowsTheWeightsAndThePath) {
 // matmul takes 16-bit integer activations (prefill rows take the f32 tiles, as the exact path).
 TEST(SmolLM2, FastPathAgreesWithExactPath) {
     const Fixture& f = fixture();
-    Model fast = f.model;
-    fast.exact = false;
+    const Engine& fast = *f.fast;
     const int V = f.model.config.n_vocab;
     double kl_sum = 0, kl_max = 0;
     int64_t positions = 0, agree = 0;
     for (const auto& p : f.goldens["prompts"]) {
         std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
         if (test::kSanitized && ids.size() > 40) continue;
-        const std::vector<float> a = all_logits(f.model, ids, DType::F32);
+        const std::vector<float> a = all_logits(*f.exact, ids, DType::F32);
         const std::vector<float> b = all_logits(fast, ids, DType::F32, /*max_rows=*/1);
         for (size_t t = 0; t < ids.size(); t++) {
             const double kl = kl_divergence_logits(a.data() + t * V, b.data() + t * V, V);
@@ -270,7 +275,7 @@ TEST(SmolLM2, F16CacheStaysCloseToTheReference) {
     const Fixture& f = fixture();
     const auto& p = f.goldens["prompts"][0];
     const std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
-    const std::vector<float> logits = all_logits(f.model, ids, DType::F16);
+    const std::vector<float> logits = all_logits(*f.exact, ids, DType::F16);
     const int V = f.model.config.n_vocab;
     for (size_t t = 0; t < ids.size(); t++) {
         const double max_abs = p["max_abs"][t].get<double>();

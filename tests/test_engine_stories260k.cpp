@@ -36,6 +36,11 @@ struct Loaded {
     std::unique_ptr<ModelFile> file;
     Model model;
     std::unique_ptr<Tokenizer> tok;
+    mutable std::unique_ptr<Engine> fast;  // the model on the CPU, default options; made on first use
+    const Engine& engine() const {
+        if (!fast) fast = std::make_unique<Engine>(model);
+        return *fast;
+    }
 };
 
 Loaded load(bool gguf) {
@@ -55,7 +60,7 @@ std::string run_like_llama2c(const Loaded& L, const std::string& prompt, int ste
     const int n_new = steps - (int(ids.size()) - 1);
     SessionOptions so;
     so.n_ctx = L.model.config.n_ctx_train < 512 ? L.model.config.n_ctx_train : 512;
-    Session s(L.model, so);
+    Session s(L.engine(), so);
     const int seq = s.cache().new_sequence();
     std::string out = prompt;
     StreamDecoder dec(*L.tok);
@@ -105,8 +110,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, Stories, ::testing::Values(false, true),
                          [](const auto& info) { return std::string(info.param ? "gguf" : "llama2c_bin"); });
 
 // Logits of every position of `ids`, fed as one batch (or in chunks of max_rows).
-std::vector<float> prefill_all(const Model& m, const std::vector<int32_t>& ids, DType kv_type, int max_rows) {
-    KVCache cache(m.config, 512, kv_type);
+std::vector<float> prefill_all(const Engine& m, const std::vector<int32_t>& ids, DType kv_type, int max_rows) {
+    KVCache cache(m.config(), 512, kv_type);
     Workspace ws;
     const int seq = cache.new_sequence();
     std::vector<float> out;
@@ -116,7 +121,7 @@ std::vector<float> prefill_all(const Model& m, const std::vector<int32_t>& ids, 
         Batch b;
         for (size_t i = 0; i < rows; i++) b.add(ids[start + i], seq, first + int(i), true);
         forward(m, cache, b, ws);
-        out.insert(out.end(), ws.logits.begin(), ws.logits.begin() + int64_t(rows) * m.config.n_vocab);
+        out.insert(out.end(), ws.logits.begin(), ws.logits.begin() + int64_t(rows) * m.config().n_vocab);
     }
     return out;
 }
@@ -166,7 +171,7 @@ TEST(StoriesForward, TwoSequencesInOneBatchMatchSeparateRuns) {
         batch.add(a[p], sa, cache.append(sa, 1), true);
         const bool with_b = next_b < b.size();
         if (with_b) batch.add(b[next_b], sb, cache.append(sb, 1), true);
-        forward(L.model, cache, batch, ws);
+        forward(L.engine(), cache, batch, ws);
         test::expect_close(ws.logits_row(0), ref_a.data() + p * V, size_t(V), 1e-4, 1e-5, "seq a pos " + std::to_string(p));
         if (with_b) {
             test::expect_close(ws.logits_row(1), ref_b.data() + next_b * V, size_t(V), 1e-4, 1e-5,
@@ -186,7 +191,7 @@ TEST(StoriesForward, CountsFlopsOfTheLinearLayers) {
     Batch b;
     const int T = 5;
     for (int i = 0; i < T; i++) b.add(1 + i, seq, cache.append(seq, 1), i == T - 1);
-    forward(L.model, cache, b, ws, &counters);
+    forward(L.engine(), cache, b, ws, &counters);
     // Per layer 2*T*d*(q_dim + 2 kv_dim + q_dim) + 3 * 2*T*d*n_ff; logits for one row 2*d*n_vocab.
     const double d = c.n_embd, per_layer = 2.0 * T * d * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) + 3 * 2.0 * T * d * c.n_ff;
     double matmul_flops = 0;

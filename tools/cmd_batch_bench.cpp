@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/engine.h"
 #include "engine/batch_bench.h"
 #include "engine/model.h"
 #include "tools/bench_args.h"
@@ -77,18 +78,18 @@ nlohmann::ordered_json crossing_json(const BatchCrossing& x) {
     return j;
 }
 
-void print_json(const BatchBenchCommand& cmd, const ModelFile& file, const Model& model, const ModelStats& stats,
+void print_json(const BatchBenchCommand& cmd, const ModelFile& file, const Engine& engine, const ModelStats& stats,
                 const Ceilings& ceil, const BatchBenchResult& res) {
     nlohmann::ordered_json j;
-    j["model"] = model_json(file.path(), model.config, stats);
+    j["model"] = model_json(file.path(), engine.config(), stats);
     j["threads"] = res.threads;
-    j["device"] = model.gpu ? "cuda" : "cpu";
+    j["device"] = engine.on_gpu() ? "cuda" : "cpu";
     j["kv_type"] = cmd.kv_type;
     j["n_prompt"] = res.n_prompt;
     j["n_gen"] = res.n_gen;
     j["repetitions"] = res.reps;
     j["seed"] = cmd.opt.seed;
-    j["exact"] = model.exact;
+    j["exact"] = engine.exact();
     j["ceilings"] = ceilings_json(ceil);
     j["compute_bound"] = crossing_json(res.crossing);
     j["peak_rss_bytes"] = res.peak_rss_bytes;
@@ -98,13 +99,13 @@ void print_json(const BatchBenchCommand& cmd, const ModelFile& file, const Model
     std::printf("%s\n", j.dump(2).c_str());
 }
 
-void print_table(const BatchBenchCommand& cmd, const ModelFile& file, const Model& model, const ModelStats& stats,
+void print_table(const BatchBenchCommand& cmd, const ModelFile& file, const Engine& engine, const ModelStats& stats,
                  const Ceilings& ceil, const BatchBenchResult& res) {
     std::printf("model: %s (%s, %s params, %sB of %s weights), %d threads, KV cache %s, p = %d prompt tokens "
                 "per sequence (prefilled apart), n = %d decode steps, %d repetitions after a warm-up%s\n\n",
-                file.path().c_str(), model.config.arch.c_str(), si(double(stats.n_params)).c_str(),
+                file.path().c_str(), engine.config().arch.c_str(), si(double(stats.n_params)).c_str(),
                 si(double(stats.weight_bytes)).c_str(), types_of(stats).c_str(), res.threads, cmd.kv_type.c_str(),
-                res.n_prompt, res.n_gen, res.reps, model.exact ? ", --exact" : "");
+                res.n_prompt, res.n_gen, res.reps, engine.exact() ? ", --exact" : "");
     std::printf("| B | step ms | t/s total | t/s per seq | FLOP/step | bytes/step | FLOP/byte | GB/s | GFLOP/s | "
                 "bound GFLOP/s | bound t/s | %% of bound |\n");
     std::printf("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
@@ -160,16 +161,16 @@ void run(BatchBenchCommand& cmd) {
     if (cmd.threads_set) omp_set_num_threads(cmd.threads);
     const int threads = omp_get_max_threads();
     const std::unique_ptr<ModelFile> file = cmd.model.open();
-    Model model = Model::from_file(*file);
-    cmd.model.place(model);
-    check_batch_bench_options(model, cmd.opt);  // before the probe, which may take seconds
+    const Model model = Model::from_file(*file);
+    const Engine engine(model, cmd.model.run_options());
+    check_batch_bench_options(engine, cmd.opt);  // before the probe, which may take seconds
     const ModelStats stats = compute_stats(*file);
     const Ceilings ceil = machine_ceilings(threads, cmd.model.on_gpu());
-    const BatchBenchResult res = run_batch_bench(model, cmd.opt, &ceil);
+    const BatchBenchResult res = run_batch_bench(engine, cmd.opt, &ceil);
     if (cmd.json)
-        print_json(cmd, *file, model, stats, ceil, res);
+        print_json(cmd, *file, engine, stats, ceil, res);
     else
-        print_table(cmd, *file, model, stats, ceil, res);
+        print_table(cmd, *file, engine, stats, ceil, res);
 }
 
 }  // namespace

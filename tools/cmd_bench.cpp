@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/engine.h"
 #include "engine/bench.h"
 #include "engine/ceilings.h"
 #include "engine/model.h"
@@ -136,43 +137,43 @@ void run(BenchCommand& cmd) {
         throw Error("bench: --probe-now measures the CPU; for the GPU run `ridge probe --device cuda` first");
     a.opt.count = !cmd.no_count;
     const std::unique_ptr<ModelFile> file = a.model.open();
-    Model model = Model::from_file(*file);
-    a.model.place(model);
+    const Model model = Model::from_file(*file);
+    const Engine engine(model, a.model.run_options());
     const ModelStats stats = compute_stats(*file);
     const Config& c = model.config;
     Ceilings ceil;
     BenchResult res;
     if (cmd.probe_now) {
         const Ceilings before = probe_in_child(threads);
-        res = run_bench(model, a.opt, nullptr);
+        res = run_bench(engine, a.opt, nullptr);
         ceil = probe_around(before, probe_in_child(threads));
         for (BenchTest& t : res.tests)
             t.report = phase_report(t.counters.total().cost, t.counted_tokens, t.tokens_per_second.median, &ceil);
     } else {
         ceil = machine_ceilings(threads, a.model.on_gpu());  // saved, or measured now (a note on stderr)
-        res = run_bench(model, a.opt, &ceil);
+        res = run_bench(engine, a.opt, &ceil);
     }
 
     const double huge_bytes = double(file->huge_page_bytes());  // after the tests: what they read through
     // Weights that fit in the CPU's last-level cache can be read from it faster than the probe's
     // read from memory, so % of bound can pass 100 (README: Measured here).
-    const double cache_bytes = model.gpu ? 0.0 : double(last_level_cache_bytes());
+    const double cache_bytes = engine.on_gpu() ? 0.0 : double(last_level_cache_bytes());
     const bool weights_fit_in_cache = cache_bytes > 0 && double(stats.weight_bytes) <= cache_bytes;
     if (cmd.json) {
         nlohmann::ordered_json j;
         j["model"] = model_json(file->path(), model.config, stats);
         j["threads"] = res.threads;
-        j["device"] = model.gpu ? "cuda" : "cpu";
+        j["device"] = engine.on_gpu() ? "cuda" : "cpu";
         j["kv_type"] = a.kv_type;
         j["batch"] = a.opt.max_rows;
         j["repetitions"] = a.opt.reps;
         j["seed"] = a.opt.seed;
         j["counting"] = a.opt.count;
-        j["exact"] = model.exact;
+        j["exact"] = engine.exact();
         j["ceilings"] = ceilings_json(ceil);
         j["peak_rss_bytes"] = res.peak_rss_bytes;
         j["weights_huge_page_bytes"] = huge_bytes;
-        j["last_level_cache_bytes"] = model.gpu ? nlohmann::ordered_json() : nlohmann::ordered_json(cache_bytes);
+        j["last_level_cache_bytes"] = engine.on_gpu() ? nlohmann::ordered_json() : nlohmann::ordered_json(cache_bytes);
         j["weights_fit_in_cache"] = weights_fit_in_cache;
         nlohmann::ordered_json tests = nlohmann::ordered_json::array();
         for (const BenchTest& t : res.tests) tests.push_back(test_json(t));
@@ -181,12 +182,12 @@ void run(BenchCommand& cmd) {
         return;
     }
 
-    const std::string where = model.gpu ? "GPU " + ceil.cpu : std::to_string(res.threads) + " threads";
+    const std::string where = engine.on_gpu() ? "GPU " + ceil.cpu : std::to_string(res.threads) + " threads";
     std::printf("model: %s (%s, %s params, %sB of %s weights), %s, KV cache %s, batch %d, "
                 "%d repetitions after a warm-up%s%s\n\n",
                 file->path().c_str(), c.arch.c_str(), si(double(stats.n_params)).c_str(),
                 si(double(stats.weight_bytes)).c_str(), types_of(stats).c_str(), where.c_str(), a.kv_type.c_str(),
-                a.opt.max_rows, a.opt.reps, a.opt.count ? "" : ", counting off", model.exact ? ", --exact" : "");
+                a.opt.max_rows, a.opt.reps, a.opt.count ? "" : ", counting off", engine.exact() ? ", --exact" : "");
     std::printf("| test | t/s | min .. max | FLOP/token | bytes/token | FLOP/byte | GB/s | GFLOP/s | bound t/s | "
                 "%% of bound |\n");
     std::printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");

@@ -30,7 +30,7 @@ namespace ridge::cli {
 namespace {
 
 // Options shared by generate and chat.
-struct RunOptions {
+struct GenerateOptions {
     ModelArgs model;             // -m FILE [--tokenizer FILE] or --synthetic NAME
     int threads = 0;             // 0 = OpenMP's default
     bool threads_set = false;
@@ -45,7 +45,7 @@ struct RunOptions {
     bool seed_set = false;
 };
 
-void add_common_options(CLI::App* cmd, RunOptions& o) {
+void add_common_options(CLI::App* cmd, GenerateOptions& o) {
     o.model.add_options(cmd);
     o.model.add_exact_option(cmd);
     cmd->add_option("-t,--threads", o.threads, "CPU threads (default: all)")->each([&o](const std::string&) {
@@ -76,13 +76,14 @@ void add_common_options(CLI::App* cmd, RunOptions& o) {
 struct Loaded {
     std::unique_ptr<ModelFile> file;
     Model model;
+    std::unique_ptr<Engine> engine;  // the model with its plan (--exact, --device)
     std::unique_ptr<Tokenizer> tok;
     std::unique_ptr<Dumper> dump;
     std::unique_ptr<Session> session;
     int n_ctx = 0;
 };
 
-void check_options(RunOptions& o) {
+void check_options(GenerateOptions& o) {
     if (o.threads_set && o.threads <= 0) throw Error("-t/--threads " + std::to_string(o.threads) + " must be >= 1");
     if (o.n_ctx_set && o.n_ctx <= 0) throw Error("-c/--ctx-size " + std::to_string(o.n_ctx) + " must be >= 1");
     if (o.kv_type != "f32" && o.kv_type != "f16") throw Error("--kv-type '" + o.kv_type + "' must be f32 or f16");
@@ -98,12 +99,12 @@ void check_options(RunOptions& o) {
     validate(o.sp);
 }
 
-Loaded load(const RunOptions& o) {
+Loaded load(const GenerateOptions& o) {
     Loaded L;
     if (o.threads_set) omp_set_num_threads(o.threads);
     L.file = o.model.open();
     L.model = Model::from_file(*L.file);
-    o.model.place(L.model);
+    L.engine = std::make_unique<Engine>(L.model, o.model.run_options());
     const Config& c = L.model.config;
     L.tok = o.model.open_tokenizer(*L.file);
     L.n_ctx = ModelArgs::context_size(c, o.n_ctx_set, o.n_ctx, 4096);
@@ -113,13 +114,13 @@ Loaded load(const RunOptions& o) {
     so.kv_type = o.kv_type == "f16" ? DType::F16 : DType::F32;
     so.max_rows = o.max_rows;
     so.dump = L.dump.get();
-    L.session = std::make_unique<Session>(L.model, so);
+    L.session = std::make_unique<Session>(*L.engine, so);
 
     return L;
 }
 
 // Load information on stderr, printed once the input has been checked (errors stay one line).
-void print_load_info(const RunOptions& o, const Loaded& L) {
+void print_load_info(const GenerateOptions& o, const Loaded& L) {
     const Config& c = L.model.config;
     std::fprintf(stderr, "ridge: %s: %s, %d layers, d %d, %d heads (%d kv), ff %d, vocab %d, %.1fM params, "
                          "%.1f MB of weights per token\n",
@@ -158,7 +159,7 @@ std::string decode_roofline(const Session& s) {
     const OpRecord total = d.counters.total();
     if (d.tokens == 0 || total.calls == 0) return "";
     const int threads = omp_get_max_threads();
-    const bool gpu = s.model().gpu != nullptr;
+    const bool gpu = s.engine().on_gpu();
     const std::string path = gpu ? gpu_ceilings_path() : default_ceilings_path(threads);
     std::optional<Ceilings> ceil;
     std::string missing = gpu ? " (run `ridge probe --device cuda` for % of bound)" : " (run `ridge probe` for % of bound)";
@@ -185,7 +186,7 @@ std::string decode_roofline(const Session& s) {
 
 // ---- generate -------------------------------------------------------------------------------
 
-void run_generate(RunOptions& o, const std::string& prompt) {
+void run_generate(GenerateOptions& o, const std::string& prompt) {
     check_options(o);
     Loaded L = load(o);
     Session& s = *L.session;
@@ -229,7 +230,7 @@ void run_generate(RunOptions& o, const std::string& prompt) {
 
 // ---- chat -------------------------------------------------------------------------------------
 
-void run_chat(RunOptions& o, const std::optional<std::string>& system) {
+void run_chat(GenerateOptions& o, const std::optional<std::string>& system) {
     check_options(o);
     Loaded L = load(o);
     Session& s = *L.session;
@@ -298,7 +299,7 @@ void run_chat(RunOptions& o, const std::optional<std::string>& system) {
 void register_generate(CLI::App& app) {
     // Each subcommand's options are owned by its callback, which the App keeps while it parses.
     struct GenerateArgs {
-        RunOptions run;
+        GenerateOptions run;
         std::string prompt;
     };
     auto g = std::make_shared<GenerateArgs>();
@@ -310,7 +311,7 @@ void register_generate(CLI::App& app) {
     gen->callback([g]() { run_generate(g->run, g->prompt); });
 
     struct ChatArgs {
-        RunOptions run;
+        GenerateOptions run;
         std::optional<std::string> system;
     };
     auto c = std::make_shared<ChatArgs>();

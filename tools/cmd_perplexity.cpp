@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/model.h"
 #include "engine/perplexity.h"
 #include "tokenizer/tokenizer.h"
@@ -50,15 +51,15 @@ void run(PerplexityCommand& cmd) {
     if (cmd.threads_set) omp_set_num_threads(cmd.threads);
     const std::string text = read_text(cmd.text_path);
     const std::unique_ptr<ModelFile> file = cmd.model.open();
-    Model model = Model::from_file(*file);
-    cmd.model.place(model);
+    const Model model = Model::from_file(*file);
+    const Engine engine(model, cmd.model.run_options());
     const std::unique_ptr<Tokenizer> tok = cmd.model.open_tokenizer(*file);
     const bool add_bos = tok->add_bos_default() && tok->bos_id() >= 0;
     const std::vector<int32_t> tokens = tok->encode(text, add_bos, /*parse_special=*/false);
     cmd.opt.bos = add_bos ? tok->bos_id() : -1;
     const int n_vocab = model.config.n_vocab;
 
-    const int windows = perplexity_windows(model, int64_t(tokens.size()), cmd.opt);
+    const int windows = perplexity_windows(engine, int64_t(tokens.size()), cmd.opt);
     KLHeader header{uint32_t(n_vocab), uint32_t(cmd.opt.n_ctx), uint32_t(windows), tokens_hash(tokens)};
     std::unique_ptr<KLBaseWriter> writer;
     std::unique_ptr<KLBaseReader> reader;
@@ -74,7 +75,7 @@ void run(PerplexityCommand& cmd) {
     if (!cmd.kl_base.empty()) writer = std::make_unique<KLBaseWriter>(cmd.kl_base, header);
     std::fprintf(stderr, "perplexity: %zu tokens, %d windows of %d, scoring the last %d positions of each, %d threads%s\n",
                  tokens.size(), windows, cmd.opt.n_ctx, cmd.opt.n_ctx / 2 - 1, omp_get_max_threads(),
-                 model.exact ? ", --exact" : "");
+                 engine.exact() ? ", --exact" : "");
 
     std::vector<float> log_p(static_cast<size_t>(n_vocab)), log_base(static_cast<size_t>(n_vocab));
     KLStats kl;
@@ -92,7 +93,7 @@ void run(PerplexityCommand& cmd) {
                      double(res.windows) * cmd.opt.n_ctx / res.seconds,
                      reader ? (", mean KL " + std::to_string(kl.mean_kl())).c_str() : "");
     };
-    const PerplexityResult res = perplexity(model, tokens, cmd.opt, on_row, on_window);
+    const PerplexityResult res = perplexity(engine, tokens, cmd.opt, on_row, on_window);
     if (writer) {
         writer->finish();
         std::printf("saved the log-probabilities of %lld positions to %s\n", (long long)res.scored, cmd.kl_base.c_str());

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/engine.h"
 #include "engine/batch_bench.h"
 #include "engine/bench.h"
 #include "engine/model.h"
@@ -96,23 +97,23 @@ void run(RooflineCommand& cmd) {
     if (!cmd.overlay_bench.empty())
         other_points = bench_json_series(cmd.overlay_bench, "phases on " + roofline_roof(*other, "").label, "#ff7f0e");
     const std::unique_ptr<ModelFile> file = a.model.open();
-    Model model = Model::from_file(*file);
-    a.model.place(model);
+    const Model model = Model::from_file(*file);
+    const Engine engine(model, a.model.run_options());
     batch.n_prompt = a.opt.n_prompt;
     batch.n_gen = a.opt.n_gen;
     batch.reps = a.opt.reps;
     batch.max_rows = a.opt.max_rows;
     batch.kv_type = a.opt.kv_type;
     batch.seed = a.opt.seed;
-    if (batched) check_batch_bench_options(model, batch);  // before any measuring
+    if (batched) check_batch_bench_options(engine, batch);  // before any measuring
     const Ceilings ceil = machine_ceilings(threads, a.model.on_gpu());
-    const BenchResult res = run_bench(model, a.opt, &ceil);
+    const BenchResult res = run_bench(engine, a.opt, &ceil);
 
     const std::string title = "ridge roofline: " + file->path() + ", " + std::to_string(res.threads) +
                               (res.threads == 1 ? " thread" : " threads");
     RooflinePlot plot = roofline_from_bench(res, ceil, title);
     if (batched) {
-        const BatchBenchResult bres = run_batch_bench(model, batch, &ceil);
+        const BatchBenchResult bres = run_batch_bench(engine, batch, &ceil);
         plot.series.push_back(roofline_batch_series(bres));
         plot.notes.push_back("Batched decode: B sequences of " + std::to_string(batch.n_prompt) +
                              " prompt tokens, then " + std::to_string(batch.n_gen) +

@@ -85,6 +85,7 @@ struct Server {
     ServeOptions opt;
     std::unique_ptr<ModelFile> file;
     Model model;
+    std::unique_ptr<Engine> engine;  // the model with its plan (--exact, --device)
     std::unique_ptr<Tokenizer> tok;
     std::unique_ptr<Scheduler> sched;
     int n_ctx = 0;
@@ -321,7 +322,7 @@ void handle_metrics(Server& S, httplib::Response& res) {
 // The ceilings for ridge_decode_percent_of_bound: saved ones, or measured now as `ridge bench`
 // does (unless --no-probe). On failure the metric is left out, with the reason in /metrics.
 void find_ceilings(Server& S, int threads) {
-    if (S.model.gpu) {  // the GPU's ceilings: saved, or measured now unless --no-probe
+    if (S.engine->on_gpu()) {  // the GPU's ceilings: saved, or measured now unless --no-probe
         try {
             std::optional<Ceilings> c = load_ceilings(gpu_ceilings_path());
             if ((!c || c->device != "cuda") && S.opt.probe) c = gpu_ceilings_for();
@@ -390,7 +391,7 @@ void run_serve(ServeOptions& o) {
     S.opt = o;
     S.file = o.model.open();
     S.model = Model::from_file(*S.file);
-    o.model.place(S.model);
+    S.engine = std::make_unique<Engine>(S.model, o.model.run_options());
     const Config& c = S.model.config;
     S.tok = o.model.open_tokenizer(*S.file);
     S.n_ctx = ModelArgs::context_size(c, o.n_ctx_set, o.n_ctx, 2048);
@@ -409,7 +410,7 @@ void run_serve(ServeOptions& o) {
     so.kv_tokens = o.kv_tokens;
     so.kv_type = o.kv_type == "f16" ? DType::F16 : DType::F32;
     so.max_batch = o.max_batch;
-    S.sched = std::make_unique<Scheduler>(S.model, S.tok.get(), so);
+    S.sched = std::make_unique<Scheduler>(*S.engine, S.tok.get(), so);
 
     httplib::Server http;
     const int pool = o.http_threads;

@@ -3,8 +3,6 @@
 // the byte stand-in of a synthetic model).
 #include "tools/model_args.h"
 
-#include "engine/gpu.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -56,15 +54,13 @@ void ModelArgs::add_exact_option(CLI::App* cmd) {
     cmd->add_flag("--no-graph", no_graph, "with --device cuda: launch each decode step kernel by kernel, not as a CUDA graph");
 }
 
-void ModelArgs::place(Model& model) const {
-    model.exact = exact;
+RunOptions ModelArgs::run_options() const {
     if (no_graph && !on_gpu()) throw Error("--no-graph is for --device cuda");
-    if (!on_gpu()) return;
-    try {
-        to_gpu(model, 0, !no_graph);
-    } catch (const Error& e) {
-        throw Error(std::string("--device cuda: ") + e.what());
-    }
+    RunOptions opt;
+    opt.exact = exact;
+    opt.device = on_gpu() ? Device::Cuda : Device::Cpu;
+    opt.graph = !no_graph;
+    return opt;
 }
 
 void ModelArgs::validate() const {

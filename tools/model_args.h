@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "engine/model.h"
+#include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/model_file.h"
 
@@ -19,7 +19,7 @@ struct ModelArgs {
     std::string synthetic;        // --synthetic NAME (smollm2-135m, llama-3.2-1b, llama-3.2-3b, llama-3-8b)
     std::string synthetic_type = "q4_0";  // --synthetic-type q4_0|q8_0|f16|bf16|f32 (also q4_1|q5_0|q5_1)
     uint64_t synthetic_seed = 1;  // --synthetic-seed
-    bool exact = false;           // --exact: Model::exact (f32 activations in every matmul)
+    bool exact = false;           // --exact: RunOptions::exact (f32 activations in every matmul)
     std::string device = "cpu";   // --device cpu|cuda: where the model runs
     bool no_graph = false;        // --no-graph: GPU decode steps launch kernel by kernel (no CUDA graph)
     bool synthetic_type_given = false;  // set while parsing: --synthetic-type was on the command line
@@ -31,9 +31,9 @@ struct ModelArgs {
     void add_options(CLI::App* cmd, bool with_tokenizer = true);
     // Adds --exact and --device (for the commands that run the model).
     void add_exact_option(CLI::App* cmd);
-    // Applies --exact and --device to a loaded model: on cuda, uploads its weights (to_gpu), with
-    // a one-line ridge::Error when this build or machine has no usable GPU.
-    void place(Model& model) const;
+    // --exact, --device and --no-graph as the options an Engine runs a model with (ridge::Error
+    // for --no-graph without --device cuda). The Engine says when there is no usable GPU.
+    RunOptions run_options() const;
     bool on_gpu() const { return device == "cuda"; }
     // Opens the model; ridge::Error when neither or both of -m / --synthetic are given.
     std::unique_ptr<ModelFile> open() const;

@@ -203,35 +203,6 @@ float softmax_numerators(float* row, int32_t n, int32_t n_zero, float scale) {
 
 }  // namespace
 
-Cost kv_store_cost(int64_t m, int kv_dim, DType kv_type) {
-    const double eb = double(elem_bytes(kv_type));
-    Cost c;
-    c.act_read = 8.0 * double(m) * kv_dim + 8.0 * double(m);  // k, v and the slots
-    c.kv_written = 2.0 * double(m) * kv_dim * eb;
-    return c;
-}
-
-AttentionCost attention_cost(int64_t m, double n_keys, int kv_dim, DType kv_type, const AttentionShape& s) {
-    const double eb = double(elem_bytes(kv_type)), qo = 4.0 * double(m) * s.n_heads * s.head_dim;
-    AttentionCost c;
-    c.scores.flops = double(s.n_heads) * n_keys * (2.0 * s.head_dim + 4.0);
-    c.scores.kv_read = n_keys * kv_dim * eb;  // the keys
-    c.scores.act_read = qo;                   // q
-    c.mix.flops = double(s.n_heads) * n_keys * 2.0 * s.head_dim;
-    c.mix.kv_read = n_keys * kv_dim * eb;     // the values
-    c.mix.act_written = qo;                   // out
-    return c;
-}
-
-AttentionCost attention_blocked_cost(int64_t m, int64_t first_keys, int kv_dim, DType kv_type, const AttentionShape& s) {
-    const double n_keys = double(m) * double(first_keys) + double(m) * double(m - 1) / 2;  // sum over rows
-    AttentionCost c = attention_cost(m, n_keys, kv_dim, kv_type, s);
-    const double once = double(first_keys + m - 1) * kv_dim * double(elem_bytes(kv_type));  // every position seen, once
-    c.scores.kv_read = once;
-    c.mix.kv_read = once;
-    return c;
-}
-
 Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* slots, int64_t m) {
     (void)elem_bytes(kv.type);  // ridge::Error for a type other than F32 or F16, before any write
     for (int64_t i = 0; i < m; i++) {
@@ -538,12 +509,6 @@ AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64
         }
     }
     return attention_cost_rows(rows, m, kv, s);
-}
-
-bool attention_v2_applies(const AttentionRow* rows, int64_t m) {
-    for (int64_t i = 1; i < m; i++)
-        if (rows[i].block_table != rows[0].block_table || rows[i].n_keys != rows[0].n_keys + i) return false;
-    return m >= 1;
 }
 
 namespace {

@@ -17,38 +17,17 @@
 
 namespace ridge::cpu {
 
-// One layer's keys and values (F32 or F16 elements).
-struct KVLayer {
-    DType type = DType::F32;  // F32 or F16
-    uint8_t* k = nullptr;     // (n_slots, kv_dim) keys, already rotated
-    uint8_t* v = nullptr;     // (n_slots, kv_dim) values
-    int64_t n_slots = 0;      // n_blocks * block_size
-    int kv_dim = 0;           // n_kv_heads * head_dim
-    int block_size = 0;       // slots per block
-};
-
-struct AttentionShape {
-    int n_heads = 0;     // query heads
-    int n_kv_heads = 0;  // key/value heads; query head h reads kv head h / (n_heads / n_kv_heads)
-    int head_dim = 0;
-};
-
-// What one query row may see: keys 0 .. n_keys-1 of its sequence (n_keys = its position + 1 gives
-// the causal mask), found through the sequence's block table.
-struct AttentionRow {
-    const int32_t* block_table = nullptr;  // (ceil(n_keys / block_size)) block ids of the sequence
-    int32_t n_keys = 0;                    // >= 1
-};
-
-// Slot of position pos in a sequence with this block table.
-inline int64_t kv_slot(const int32_t* block_table, int32_t pos, int block_size) {
-    return int64_t(block_table[pos / block_size]) * block_size + pos % block_size;
-}
+// The shared views (kernels/types.h).
+using ridge::AttentionCost;
+using ridge::AttentionRow;
+using ridge::AttentionShape;
+using ridge::KVLayer;
+using ridge::kv_slot;
 
 // Contract: for each row i, kv.k[slots[i]] = k[i] and kv.v[slots[i]] = v[i] (converted to kv.type).
 //   k, v: (m, kv_dim) f32; slots: (m) distinct, in [0, kv.n_slots).
 // Cost: FLOPs 0; activations read 8*m*kv_dim + 8*m (k, v, slots); KV written 2*m*kv_dim*bytes(kv.type).
-Cost kv_store_cost(int64_t m, int kv_dim, DType kv_type);  // the cost above, alone (for planning)
+using ridge::kv_store_cost;  // the cost above, alone (for planning; kernels/types.h)
 Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* slots, int64_t m);
 
 // Contract: for each row i and query head h (kv head g = h / (n_heads / n_kv_heads)):
@@ -62,18 +41,13 @@ Cost kv_store(const KVLayer& kv, const float* k, const float* v, const int64_t* 
 //   mix (P.V): FLOPs n_heads*N*2*head_dim; KV read N*kv_dim*bytes(kv.type) (the values);
 //     activations written 4*m*n_heads*head_dim (out).
 //   Together: FLOPs n_heads*N*(4*head_dim + 4), bytes 2*N*kv_dim*bytes(kv.type) + 8*m*n_heads*head_dim.
-struct AttentionCost {
-    Cost scores;  // softmax(Q K^T / sqrt(head_dim))
-    Cost mix;     // P V
-    Cost total() const { return scores + mix; }
-};
 // The cost above, alone (for planning): m query rows that see n_keys keys in all (N above).
-AttentionCost attention_cost(int64_t m, double n_keys, int kv_dim, DType kv_type, const AttentionShape& s);
+using ridge::attention_cost;
 // The cost of v2_blocked on a chunk of m consecutive rows whose first row sees first_keys keys:
 // the FLOPs above (N = m * first_keys + m (m - 1) / 2), but each key and value the chunk sees is
 // read from the cache once (K_read = first_keys + m - 1 positions), not once per row: the tiling
 // lesson, KV intensity rising with the chunk's length.
-AttentionCost attention_blocked_cost(int64_t m, int64_t first_keys, int kv_dim, DType kv_type, const AttentionShape& s);
+using ridge::attention_blocked_cost;
 AttentionCost attention_v0_scalar(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                                   const AttentionShape& s, float* out);
 AttentionCost attention_v1_omp(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
@@ -92,7 +66,7 @@ AttentionCost attention_v3_split(const float* q, const AttentionRow* rows, int64
 // one from row to row), as a prefill chunk's are; ridge::Error otherwise.
 AttentionCost attention_v2_blocked(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                                    const AttentionShape& s, float* out);
-bool attention_v2_applies(const AttentionRow* rows, int64_t m);
+inline bool attention_v2_applies(const AttentionRow* rows, int64_t m) { return rows_are_one_chunk(rows, m); }
 // v4_tiled: v2's plan with ridge's own GEMM in place of Eigen's. The chunk's keys (transposed) and
 // values are gathered once per KV head into panels of 16 columns; a task is a block of 64 query rows
 // and one KV head, the group's query heads stacked into one matrix, so that both products run on

@@ -310,16 +310,6 @@ void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, f
     for (int64_t r = 0; r < rows; r++) dequantize_row(W.type, W.row(j0 + r), out + r * k, k);
 }
 
-Cost matmul_cost(const TensorView& W, int64_t m) {
-    const double k = double(W.ne(0)), n = double(W.ne(1));
-    Cost c;
-    c.flops = 2.0 * double(m) * n * k;
-    c.weight_bytes = n * double(row_bytes(W.type, W.ne(0)));  // W once, in its stored format
-    c.act_read = 4.0 * double(m) * k;                          // X
-    c.act_written = 4.0 * double(m) * n;                       // Y
-    return c;
-}
-
 // v0: the plain reference. One thread; the row is dequantized with the weights/ reference
 // decoder and every dot product is accumulated in double.
 Cost matmul_v0_scalar(const TensorView& W, const float* X, int64_t m, float* Y) {

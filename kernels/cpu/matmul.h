@@ -76,7 +76,7 @@ void matmul_rows_fused(const MatmulOutput* outs, int n_outs, const float* X, int
 inline Cost matvec(const TensorView& W, const float* x, float* y) { return matmul(W, x, 1, y); }
 
 // The cost formula alone (what matmul returns), for planning and tests.
-Cost matmul_cost(const TensorView& W, int64_t m);
+inline Cost matmul_cost(const TensorView& W, int64_t m) { return ridge::matmul_cost(W.type, W.ne(0), W.ne(1), m); }
 
 Cost matmul_v0_scalar(const TensorView& W, const float* X, int64_t m, float* Y);
 Cost matmul_v1_rows(const TensorView& W, const float* X, int64_t m, float* Y);

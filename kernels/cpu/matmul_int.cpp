@@ -522,14 +522,6 @@ bool int_types(DType t) {
 }
 bool int_simd_types(DType t) { return RIDGE_MATMUL_V4 && int_types(t); }
 
-Cost quantize_rows_cost(int64_t m, int64_t k) {
-    Cost c;
-    c.flops = 3.0 * double(m) * double(k);
-    c.act_read = 4.0 * double(m) * double(k);
-    c.act_written = double(m) * double(k / 32) * kActBlockBytes;
-    return c;
-}
-
 void QuantizedRows::reserve(int64_t rows, int64_t len) {
     const size_t blocks = size_t(rows * (len / 32));
     if (q.size() < blocks * 32) q.resize(blocks * 32);
@@ -592,16 +584,6 @@ Cost quantize_rows(const float* X, int64_t m, int64_t k, QuantizedRows& out) {
 #else
     return quantize_rows_scalar(X, m, k, out);
 #endif
-}
-
-Cost matmul_int_cost(const TensorView& W, int64_t m) {
-    const double k = double(W.ne(0)), n = double(W.ne(1));
-    Cost c;
-    c.flops = 2.0 * double(m) * n * k;
-    c.weight_bytes = n * double(row_bytes(W.type, W.ne(0)));
-    c.act_read = double(m) * (k / 32) * kActBlockBytes;
-    c.act_written = 4.0 * double(m) * n;
-    return c;
 }
 
 Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y) {

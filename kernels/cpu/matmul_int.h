@@ -43,7 +43,7 @@ struct ActBlock {
     float sum;
     const int16_t* q;  // (32) codes in [-32767, 32767]
 };
-inline constexpr double kActBlockBytes = 32 * sizeof(int16_t) + 2 * sizeof(float);  // 72 bytes per block
+using ridge::kActBlockBytes;  // 72 bytes per block (kernels/types.h)
 
 // m rows of k activations in blocks of 32, as three arrays (codes, scales, sums) so that a kernel
 // loads 16 codes, or the scales of 4 consecutive blocks, as one vector.
@@ -66,7 +66,7 @@ struct QuantizedRows {
 // scales and codes, and sums that differ only in the f32 order of addition.
 Cost quantize_rows(const float* X, int64_t m, int64_t k, QuantizedRows& out);
 Cost quantize_rows_scalar(const float* X, int64_t m, int64_t k, QuantizedRows& out);
-Cost quantize_rows_cost(int64_t m, int64_t k);
+using ridge::quantize_rows_cost;  // kernels/types.h
 
 // The weight types with an integer kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; v4 also needs AVX2).
 bool int_types(DType t);
@@ -74,7 +74,9 @@ bool int_simd_types(DType t);
 
 // Y (m, n) = X . W^T with X given as QuantizedRows (X.k == W's row length).
 // Cost: FLOPs 2*m*n*k; weight bytes n*row_bytes; activations read m*k/32 blocks, written 4*m*n.
-Cost matmul_int_cost(const TensorView& W, int64_t m);
+inline Cost matmul_int_cost(const TensorView& W, int64_t m) {
+    return ridge::matmul_int_cost(W.type, W.ne(0), W.ne(1), m);
+}
 // The scalar twin: each block's integer dot product in int64, scaled and summed in double.
 Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
 // AVX2 (+VNNI): OpenMP static over shares of weight rows, each share read as 4 long runs of rows

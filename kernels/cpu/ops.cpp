@@ -24,15 +24,6 @@ void check_token(const TensorView& table, int32_t tok, int64_t row) {
 }
 }  // namespace
 
-Cost embed_cost(const TensorView& table, int64_t m) {
-    const int64_t d = table.ne(0);
-    Cost c;
-    c.weight_bytes = double(m) * double(row_bytes(table.type, d));  // one table row per token
-    c.act_read = 4.0 * double(m);                                   // the token ids
-    c.act_written = 4.0 * double(m * d);
-    return c;
-}
-
 Cost embed_v0_scalar(const TensorView& table, const int32_t* tokens, int64_t m, float* out) {
     const int64_t d = table.ne(0);
     for (int64_t i = 0; i < m; i++) {
@@ -51,15 +42,6 @@ Cost embed_v1_omp(const TensorView& table, const int32_t* tokens, int64_t m, flo
 }
 
 // ---- RMSNorm ------------------------------------------------------------------------------
-
-Cost rmsnorm_cost(int64_t m, int64_t d) {
-    Cost c;
-    c.flops = 4.0 * double(m * d);
-    c.weight_bytes = 4.0 * double(d);  // the f32 norm weights, once per call
-    c.act_read = 4.0 * double(m * d);
-    c.act_written = 4.0 * double(m * d);
-    return c;
-}
 
 Cost rmsnorm_v0_scalar(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y) {
     for (int64_t i = 0; i < m; i++) {
@@ -88,14 +70,6 @@ Cost rmsnorm_v1_omp(const float* x, const float* w, int64_t m, int64_t d, float 
 }
 
 // ---- rotary position embedding ----------------------------------------------------------------
-
-Cost rope_cost(int64_t m, int n_heads, const RopeParams& p) {
-    Cost c;
-    c.flops = 6.0 * double(m) * n_heads * (p.rope_dim / 2);
-    c.act_read = 4.0 * double(m) * n_heads * p.head_dim + 4.0 * double(m);  // x and the positions
-    c.act_written = 4.0 * double(m) * n_heads * p.head_dim;
-    return c;
-}
 
 namespace {
 void check_rope(const RopeParams& p) {
@@ -171,14 +145,6 @@ Cost rope_v1_omp(float* x, const int32_t* pos, int64_t m, int n_heads, const Rop
 
 // ---- softmax ----------------------------------------------------------------------------
 
-Cost softmax_cost(int64_t n) {
-    Cost c;
-    c.flops = 4.0 * double(n);
-    c.act_read = 4.0 * double(n);
-    c.act_written = 4.0 * double(n);
-    return c;
-}
-
 Cost softmax_v0_scalar(float* x, int64_t n) {
     double max_x = x[0];
     for (int64_t c = 1; c < n; c++) max_x = std::max(max_x, double(x[c]));
@@ -229,14 +195,6 @@ Cost softmax_v1(float* x, int64_t n) {
 
 // ---- SwiGLU -------------------------------------------------------------------------------
 
-Cost swiglu_cost(int64_t n) {
-    Cost c;
-    c.flops = 5.0 * double(n);
-    c.act_read = 8.0 * double(n);  // gate and up
-    c.act_written = 4.0 * double(n);
-    return c;
-}
-
 Cost swiglu_v0_scalar(const float* gate, const float* up, int64_t n, float* out) {
     for (int64_t c = 0; c < n; c++) {
         const double g = gate[c];
@@ -270,14 +228,6 @@ Cost swiglu_v1_omp(const float* gate, const float* up, int64_t n, float* out) {
 }
 
 // ---- residual add -----------------------------------------------------------------------------
-
-Cost add_cost(int64_t n) {
-    Cost c;
-    c.flops = double(n);
-    c.act_read = 8.0 * double(n);  // x and y
-    c.act_written = 4.0 * double(n);
-    return c;
-}
 
 Cost add_v0_scalar(float* x, const float* y, int64_t n) {
     for (int64_t c = 0; c < n; c++) x[c] += y[c];

@@ -19,7 +19,9 @@ namespace ridge::cpu {
 //   table: GGUF shape {d, n_vocab} (n_vocab rows of d), any type dequantize_row knows.
 //   tokens: (m) ids, each in [0, n_vocab) (ridge::Error otherwise). out: (m, d) f32.
 // Cost: FLOPs 0; weight bytes m*row_bytes(table.type, d); activations read 4*m (ids), written 4*m*d.
-Cost embed_cost(const TensorView& table, int64_t m);  // the cost above, alone (for planning)
+inline Cost embed_cost(const TensorView& table, int64_t m) {  // the cost above, alone (for planning)
+    return ridge::embed_cost(table.type, table.ne(0), m);
+}
 Cost embed_v0_scalar(const TensorView& table, const int32_t* tokens, int64_t m, float* out);
 Cost embed_v1_omp(const TensorView& table, const int32_t* tokens, int64_t m, float* out);
 inline Cost embed(const TensorView& table, const int32_t* tokens, int64_t m, float* out) {
@@ -30,7 +32,7 @@ inline Cost embed(const TensorView& table, const int32_t* tokens, int64_t m, flo
 // Contract: y[i][c] = x[i][c] / sqrt(mean_c(x[i][c]^2) + eps) * w[c].
 //   x: (m, d), w: (d), y: (m, d); y may equal x (in place).
 // Cost: FLOPs 4*m*d (square-add, scale, weight); weight bytes 4*d; activations read 4*m*d, written 4*m*d.
-Cost rmsnorm_cost(int64_t m, int64_t d);
+using ridge::rmsnorm_cost;  // kernels/types.h
 Cost rmsnorm_v0_scalar(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y);
 Cost rmsnorm_v1_omp(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y);
 inline Cost rmsnorm(const float* x, const float* w, int64_t m, int64_t d, float eps, float* y) {
@@ -38,12 +40,7 @@ inline Cost rmsnorm(const float* x, const float* w, int64_t m, int64_t d, float 
 }
 
 // ---- rotary position embedding ----------------------------------------------------------------
-struct RopeParams {
-    int head_dim = 0;      // elements per head
-    int rope_dim = 0;      // leading elements of each head that rotate (even, <= head_dim)
-    float freq_base = 10000.0f;
-    RopeStyle style = RopeStyle::Norm;  // Norm: pairs (2i, 2i+1); Neox: pairs (i, i + rope_dim/2)
-};
+using ridge::RopeParams;  // kernels/types.h
 // The angle of pair i at position pos: pos * freq_base^(-2i/rope_dim), computed in double
 // (kernels/rope_math.h, shared with the CUDA kernels).
 using ridge::rope_angle;
@@ -52,7 +49,7 @@ using ridge::rope_angle;
 //   x: (m, n_heads * head_dim) in place; pos: (m) positions >= 0. Elements past rope_dim untouched.
 // Cost: FLOPs 6*m*n_heads*rope_dim/2 (plus the angles); activations read 4*m*n_heads*head_dim + 4*m
 //   (x, pos), written 4*m*n_heads*head_dim.
-Cost rope_cost(int64_t m, int n_heads, const RopeParams& p);
+using ridge::rope_cost;  // kernels/types.h
 Cost rope_v0_scalar(float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p);
 Cost rope_v1_omp(float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p);
 inline Cost rope(float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p) {
@@ -74,7 +71,7 @@ inline Cost rope(float* x, const RopeTable& t, int n_heads) { return rope_with_t
 // ---- softmax ----------------------------------------------------------------------------
 // Contract: x[c] <- exp(x[c] - max x) / sum_c exp(x[c] - max x), in place. x: (n), n >= 1.
 // Cost: FLOPs 4*n (max, subtract+exp, sum, divide; exp counted as one); activations read 4*n, written 4*n.
-Cost softmax_cost(int64_t n);
+using ridge::softmax_cost;  // kernels/types.h
 Cost softmax_v0_scalar(float* x, int64_t n);
 Cost softmax_v1(float* x, int64_t n);
 inline Cost softmax(float* x, int64_t n) { return softmax_v1(x, n); }
@@ -83,7 +80,7 @@ inline Cost softmax(float* x, int64_t n) { return softmax_v1(x, n); }
 // Contract: out[c] = silu(gate[c]) * up[c], silu(g) = g / (1 + exp(-g)).
 //   gate, up, out: (n) (the caller passes m * n_ff); out may equal gate or up.
 // Cost: FLOPs 5*n (exp as one); activations read 8*n, written 4*n.
-Cost swiglu_cost(int64_t n);
+using ridge::swiglu_cost;  // kernels/types.h
 Cost swiglu_v0_scalar(const float* gate, const float* up, int64_t n, float* out);
 Cost swiglu_v1_omp(const float* gate, const float* up, int64_t n, float* out);
 inline Cost swiglu(const float* gate, const float* up, int64_t n, float* out) {
@@ -93,7 +90,7 @@ inline Cost swiglu(const float* gate, const float* up, int64_t n, float* out) {
 // ---- residual add -----------------------------------------------------------------------------
 // Contract: x[c] += y[c]. x, y: (n) (the caller passes m * d).
 // Cost: FLOPs n; activations read 8*n, written 4*n.
-Cost add_cost(int64_t n);
+using ridge::add_cost;  // kernels/types.h
 Cost add_v0_scalar(float* x, const float* y, int64_t n);
 Cost add_v1_omp(float* x, const float* y, int64_t n);
 inline Cost add(float* x, const float* y, int64_t n) { return add_v1_omp(x, y, n); }

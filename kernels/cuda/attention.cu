@@ -77,7 +77,7 @@ constexpr int kDecodeDims = 8;  // head dims a lane holds: lane `sub` of a key's
 
 struct DecodeArgs {
     const float* q;                 // (m, n_heads * head_dim) f32
-    const cpu::AttentionRow* rows;  // (m) on the device
+    const AttentionRow* rows;  // (m) on the device
     const void* k;                  // (n_slots, kv_dim) keys, float or __half
     const void* v;                  // (n_slots, kv_dim) values
     float* partials;                // (m, n_heads, max_splits, head_dim + 2): max, sum, weighted values
@@ -98,7 +98,7 @@ struct DecodeArgs {
 // loads); stream t takes keys j0 + t, j0 + t + 4*32/LPK, ... with its own online softmax for the
 // ng heads; the streams merge by shuffles within each warp, the warps through shared memory
 // (4*G*(2 + 256) floats, static). Needs head_dim <= 8*LPK, T float or __half.
-// Cost: FLOPs per key and query head 4*head_dim + 4 (as counted by cpu::attention_cost); bytes:
+// Cost: FLOPs per key and query head 4*head_dim + 4 (as counted by ridge::attention_cost); bytes:
 // each key and value of the split once for the ng heads (kv_dim/n_kv_heads elements each).
 template <class T, int LPK, int G>
 __global__ void __launch_bounds__(kDecodeThreads) attention_v1_split_kernel(const DecodeArgs a) {
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_v1_split_kernel(cons
     const int n_chunks = (a.group + G - 1) / G;
     const int g = blockIdx.y / n_chunks, chunk = blockIdx.y % n_chunks;
     const int64_t i = blockIdx.z;
-    const cpu::AttentionRow row = a.rows[i];
+    const AttentionRow row = a.rows[i];
     const int j_begin = split * kSplitKeys;
     if (j_begin >= row.n_keys) return;  // the row has fewer splits than the longest (the whole block)
     const int j_end = min(row.n_keys, j_begin + kSplitKeys);
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_v1_split_kernel(cons
 // Cost: per row and head 3*n_splits*head_dim FLOPs (not counted: the contract's cost is the
 // attention's); reads n_splits*(head_dim + 2) floats.
 __global__ void __launch_bounds__(kMaxHeadDim)
-    attention_v1_combine_kernel(const cpu::AttentionRow* __restrict__ rows, const float* __restrict__ partials,
+    attention_v1_combine_kernel(const AttentionRow* __restrict__ rows, const float* __restrict__ partials,
                                 int n_heads, int head_dim, int max_splits, float* __restrict__ out) {
     const int h = blockIdx.x, c = threadIdx.x;
     const int64_t i = blockIdx.y;
@@ -316,7 +316,7 @@ size_t flash_smem_bytes(int ld) {
 // on and no -inf - -inf arises.
 // Launch: grid (ceil(m * group / 32), n_kv_heads), block (kFlashThreads = 16 x 8), dynamic shared
 // memory flash_smem_bytes(ld); needs head_dim <= 16 * DV, T float or __half.
-// Cost: FLOPs 4*head_dim + 4 per visible (row, head, key), as cpu::attention_cost counts them
+// Cost: FLOPs 4*head_dim + 4 per visible (row, head, key), as ridge::attention_cost counts them
 // (the masked scores of the diagonal tiles are computed too, and not counted); bytes: a tile of
 // query vectors reads the keys and values of KV head g that its last row sees, once, so the chunk
 // reads them ceil(m * group / 32) times (the tiles after the first mostly from L2); q read and
@@ -495,7 +495,7 @@ size_t kv_elem_bytes(DType t, const char* who) {
     }
 }
 
-void check_shape(const cpu::KVLayer& kv, const cpu::AttentionShape& s, const char* who) {
+void check_shape(const KVLayer& kv, const AttentionShape& s, const char* who) {
     if (s.n_heads <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0 || s.n_heads % s.n_kv_heads != 0 ||
         s.n_kv_heads * s.head_dim != kv.kv_dim)
         throw Error(std::string(who) + ": n_heads " + std::to_string(s.n_heads) + ", n_kv_heads " +
@@ -529,7 +529,7 @@ void check_rows(const AttentionRows& rows, const float* q, const float* out, boo
 
 float q_scale(int head_dim) { return float(kLog2e / std::sqrt(double(head_dim))); }
 
-int max_splits_of(const cpu::AttentionRow* rows_host, int64_t m) {
+int max_splits_of(const AttentionRow* rows_host, int64_t m) {
     int most = 0;
     for (int64_t i = 0; i < m; i++) most = std::max(most, (rows_host[i].n_keys + kSplitKeys - 1) / kSplitKeys);
     return most;
@@ -578,7 +578,7 @@ void launch_v2_flash(int head_dim, dim3 grid, size_t smem, const FlashArgs& a, c
 
 }  // namespace
 
-cpu::Cost kv_store(const Stream& stream, const cpu::KVLayer& kv, const float* k, const float* v,
+Cost kv_store(const Stream& stream, const KVLayer& kv, const float* k, const float* v,
                    const int64_t* slots, int64_t m) {
     const char* who = "cuda::kv_store";
     kv_elem_bytes(kv.type, who);  // ridge::Error for a type other than F32 or F16, before any launch
@@ -597,18 +597,18 @@ cpu::Cost kv_store(const Stream& stream, const cpu::KVLayer& kv, const float* k,
                 k, v, slots, reinterpret_cast<__half*>(kv.k), reinterpret_cast<__half*>(kv.v), kv.n_slots, kv.kv_dim);
         RIDGE_CUDA_CHECK_LAUNCH();
     }
-    return cpu::kv_store_cost(m, kv.kv_dim, kv.type);
+    return ridge::kv_store_cost(m, kv.kv_dim, kv.type);
 }
 
-size_t attention_v1_split_workspace_bytes(const cpu::AttentionRow* rows_host, int64_t m,
-                                          const cpu::AttentionShape& s) {
+size_t attention_v1_split_workspace_bytes(const AttentionRow* rows_host, int64_t m,
+                                          const AttentionShape& s) {
     const int splits = max_splits_of(rows_host, m);
     if (splits <= 1) return 0;
     return size_t(m) * size_t(s.n_heads) * size_t(splits) * size_t(s.head_dim + 2) * sizeof(float);
 }
 
-cpu::AttentionCost attention_v1_split(const Stream& stream, const float* q, const AttentionRows& rows,
-                                      const cpu::KVLayer& kv, const cpu::AttentionShape& s, float* out,
+AttentionCost attention_v1_split(const Stream& stream, const float* q, const AttentionRows& rows,
+                                      const KVLayer& kv, const AttentionShape& s, float* out,
                                       DeviceBuffer& workspace) {
     const char* who = "cuda::attention_v1_split";
     kv_elem_bytes(kv.type, who);
@@ -616,7 +616,7 @@ cpu::AttentionCost attention_v1_split(const Stream& stream, const float* q, cons
     check_rows(rows, q, out, /*need_device=*/true, who);
     double n_keys = 0;  // summed as the CPU sums them, so the costs agree to the bit
     for (int64_t i = 0; i < rows.m; i++) n_keys += rows.host[i].n_keys;
-    const cpu::AttentionCost cost = cpu::attention_cost(rows.m, n_keys, kv.kv_dim, kv.type, s);
+    const AttentionCost cost = ridge::attention_cost(rows.m, n_keys, kv.kv_dim, kv.type, s);
     if (rows.m == 0) return cost;
 
     const int max_splits = max_splits_of(rows.host, rows.m);
@@ -657,13 +657,13 @@ cpu::AttentionCost attention_v1_split(const Stream& stream, const float* q, cons
     return cost;
 }
 
-cpu::AttentionCost attention_v2_flash(const Stream& stream, const float* q, const AttentionRows& rows,
-                                      const cpu::KVLayer& kv, const cpu::AttentionShape& s, float* out) {
+AttentionCost attention_v2_flash(const Stream& stream, const float* q, const AttentionRows& rows,
+                                      const KVLayer& kv, const AttentionShape& s, float* out) {
     const char* who = "cuda::attention_v2_flash";
     kv_elem_bytes(kv.type, who);
     check_shape(kv, s, who);
     check_rows(rows, q, out, /*need_device=*/false, who);
-    if (!cpu::attention_v2_applies(rows.host, rows.m))
+    if (!rows_are_one_chunk(rows.host, rows.m))
         throw Error(std::string(who) + ": the " + std::to_string(rows.m) +
                     " rows are not consecutive positions of one sequence");
     const int group = s.n_heads / s.n_kv_heads;
@@ -691,7 +691,7 @@ cpu::AttentionCost attention_v2_flash(const Stream& stream, const float* q, cons
         launch_v2_flash<float>(s.head_dim, grid, smem, a, st);
     else
         launch_v2_flash<__half>(s.head_dim, grid, smem, a, st);
-    return cpu::attention_blocked_cost(rows.m, rows.host[0].n_keys, kv.kv_dim, kv.type, s);
+    return ridge::attention_blocked_cost(rows.m, rows.host[0].n_keys, kv.kv_dim, kv.type, s);
 }
 
 }  // namespace ridge::cuda

@@ -8,8 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/cost.h"
+#include "kernels/types.h"
 #include "kernels/cuda/runtime.h"
 
 namespace ridge::cuda {
@@ -20,8 +19,8 @@ namespace ridge::cuda {
 // dereferences it, it only compares the pointers: v2's "one sequence" check). The engine builds
 // the rows once per step on the host, uploads them once, and passes both to every layer.
 struct AttentionRows {
-    const cpu::AttentionRow* device = nullptr;  // (m) in device memory (v2_flash does not read it)
-    const cpu::AttentionRow* host = nullptr;    // (m) the same rows in host memory
+    const AttentionRow* device = nullptr;  // (m) in device memory (v2_flash does not read it)
+    const AttentionRow* host = nullptr;    // (m) the same rows in host memory
     int64_t m = 0;                              // query rows
 };
 
@@ -38,15 +37,15 @@ inline constexpr int kMaxHeadDim = 256;
 // The slots stay on the device, so the host cannot check them: a slot outside the cache is skipped
 // (nothing written outside the pool), and checking them is the caller's part (the engine computes
 // them on the host from its block tables). ridge::Error for a KV type other than F32 or F16.
-// Cost: cpu::kv_store_cost(m, kv_dim, kv.type), the CPU's counters exactly.
-cpu::Cost kv_store(const Stream& stream, const cpu::KVLayer& kv, const float* k, const float* v,
+// Cost: ridge::kv_store_cost(m, kv_dim, kv.type), the CPU's counters exactly.
+Cost kv_store(const Stream& stream, const KVLayer& kv, const float* k, const float* v,
                    const int64_t* slots, int64_t m);
 
 // Bytes of v1_split's partials for these rows: m * n_heads * max_splits * (head_dim + 2) floats,
 // max_splits = max_i ceil(n_keys_i / kSplitKeys); 0 when every row fits one split (then each block
 // writes its row's output itself and no combine runs). Host only: touches no device.
-size_t attention_v1_split_workspace_bytes(const cpu::AttentionRow* rows_host, int64_t m,
-                                          const cpu::AttentionShape& s);
+size_t attention_v1_split_workspace_bytes(const AttentionRow* rows_host, int64_t m,
+                                          const AttentionShape& s);
 
 // v1_split, for decode rows (any rows: several sequences, any positions). Flash-decoding: a CUDA
 // block per (row, KV head, group of up to 4 of its query heads, split of kSplitKeys keys) reads
@@ -54,18 +53,18 @@ size_t attention_v1_split_workspace_bytes(const cpu::AttentionRow* rows_host, in
 // e^(s - max), e^(s - max)-weighted sum of values); a second kernel combines a row's splits in
 // order, each rescaled to the row's max. One long sequence thus spreads over
 // ceil(n_keys / 256) * n_kv_heads * ceil(group / 4) blocks (group = n_heads / n_kv_heads).
-// Contract and cost: as cpu::attention_v0_scalar (cpu::attention_cost over the rows' keys), with
+// Contract and cost: as cpu::attention_v0_scalar (ridge::attention_cost over the rows' keys), with
 //   q, out: (m, n_heads * head_dim) f32 on the device, not aliasing; rows: see AttentionRows;
 //   1 <= head_dim <= kMaxHeadDim; m <= 65535 (a grid dimension).
 // workspace: device scratch for the partials, kept by the caller between calls (one per stream);
 // grown here when smaller than attention_v1_split_workspace_bytes (after a stream.sync(), so work
 // queued earlier that used it has finished). Its contents between calls mean nothing.
-cpu::AttentionCost attention_v1_split(const Stream& stream, const float* q, const AttentionRows& rows,
-                                      const cpu::KVLayer& kv, const cpu::AttentionShape& s, float* out,
+AttentionCost attention_v1_split(const Stream& stream, const float* q, const AttentionRows& rows,
+                                      const KVLayer& kv, const AttentionShape& s, float* out,
                                       DeviceBuffer& workspace);
 
 // v2_flash, for a prefill chunk. Precondition: the rows are consecutive positions of one sequence
-// (cpu::attention_v2_applies on rows.host: one block table, n_keys rising by one a row);
+// (rows_are_one_chunk on rows.host: one block table, n_keys rising by one a row);
 // ridge::Error otherwise. A CUDA block takes a tile of 32 query vectors (row, query head of one KV
 // head's group: a chunk's rows times the group's heads) and walks the keys in tiles of 64 through
 // shared memory: S = Q K^T, the causal mask, the online softmax, O += P V; no (m, n_keys) matrix
@@ -73,18 +72,19 @@ cpu::AttentionCost attention_v1_split(const Stream& stream, const float* q, cons
 // Contract: as v1_split (q, out on the device; 1 <= head_dim <= kMaxHeadDim). rows.device is not
 // read (the block table is rows.host[0].block_table, a device pointer; the keys come from
 // rows.host[0].n_keys).
-// Cost: cpu::attention_blocked_cost(m, rows.host[0].n_keys, ...), the CPU's v2 counters: each key
+// Cost: ridge::attention_blocked_cost(m, rows.host[0].n_keys, ...), the CPU's v2 counters: each key
 // and value the chunk sees counted once (the kernel reads them once per tile of 32 query vectors,
 // the later tiles mostly from L2).
-cpu::AttentionCost attention_v2_flash(const Stream& stream, const float* q, const AttentionRows& rows,
-                                      const cpu::KVLayer& kv, const cpu::AttentionShape& s, float* out);
+AttentionCost attention_v2_flash(const Stream& stream, const float* q, const AttentionRows& rows,
+                                      const KVLayer& kv, const AttentionShape& s, float* out);
 
-// v2_flash for a chunk of at least cpu::kBlockedMinRows consecutive rows of one sequence,
-// v1_split otherwise (the CPU's attention() rule).
-inline cpu::AttentionCost attention(const Stream& stream, const float* q, const AttentionRows& rows,
-                                    const cpu::KVLayer& kv, const cpu::AttentionShape& s, float* out,
+// v2_flash for a chunk of at least kFlashMinRows consecutive rows of one sequence, v1_split
+// otherwise (the CPU's attention() rule, with the same threshold).
+inline constexpr int64_t kFlashMinRows = 8;
+inline AttentionCost attention(const Stream& stream, const float* q, const AttentionRows& rows,
+                                    const KVLayer& kv, const AttentionShape& s, float* out,
                                     DeviceBuffer& workspace) {
-    if (rows.m >= cpu::kBlockedMinRows && cpu::attention_v2_applies(rows.host, rows.m))
+    if (rows.m >= kFlashMinRows && rows_are_one_chunk(rows.host, rows.m))
         return attention_v2_flash(stream, q, rows, kv, s, out);
     return attention_v1_split(stream, q, rows, kv, s, out, workspace);
 }

@@ -18,13 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/cost.h"
+#include "kernels/types.h"
 #include "kernels/cuda/matrix.h"
 #include "kernels/cuda/runtime.h"
 
 namespace ridge::cuda {
 
-using cpu::Cost;
 
 // Contract (every variant): W (n, k) @ X (m, k) -> Y (m, n), Y[i][j] = sum_c X[i][c] * W[j][c].
 //   W: a Matrix on the device; X: (m, k) f32, Y: (m, n) f32, device pointers, not aliasing.

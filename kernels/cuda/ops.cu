@@ -117,12 +117,6 @@ __global__ void argmax_kernel(const float* __restrict__ logits, int64_t n, int32
     }
 }
 
-TensorView shape_view(const Matrix& W) {
-    TensorView v;
-    v.type = W.type;
-    v.shape = {W.k, W.n};
-    return v;
-}
 
 void check_rows(int64_t m, const char* who) {
     if (m < 0 || m > INT32_MAX) throw Error(std::string("cuda::") + who + ": " + std::to_string(m) + " rows");
@@ -136,7 +130,7 @@ Cost embed(const Stream& s, const Matrix& table, const int32_t* tokens, int64_t 
         embed_kernel<<<unsigned(m), kRowThreads, 0, stream_of(s)>>>(table, tokens, out);
         RIDGE_CUDA_CHECK_LAUNCH();
     }
-    return cpu::embed_cost(shape_view(table), m);
+    return embed_cost(table.type, table.k, m);
 }
 
 Cost rmsnorm(const Stream& s, const float* x, const float* w, int64_t m, int64_t d, float eps, float* y) {
@@ -145,10 +139,10 @@ Cost rmsnorm(const Stream& s, const float* x, const float* w, int64_t m, int64_t
         rmsnorm_kernel<<<unsigned(m), kRowThreads, 0, stream_of(s)>>>(x, w, d, eps, y);
         RIDGE_CUDA_CHECK_LAUNCH();
     }
-    return cpu::rmsnorm_cost(m, d);
+    return ridge::rmsnorm_cost(m, d);
 }
 
-Cost rope(const Stream& s, float* x, const int32_t* pos, int64_t m, int n_heads, const cpu::RopeParams& p) {
+Cost rope(const Stream& s, float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p) {
     if (p.rope_dim <= 0 || p.rope_dim % 2 != 0 || p.rope_dim > p.head_dim)
         throw Error("cuda::rope: rope_dim " + std::to_string(p.rope_dim) + " must be even, positive and <= head_dim " +
                     std::to_string(p.head_dim));
@@ -158,7 +152,7 @@ Cost rope(const Stream& s, float* x, const int32_t* pos, int64_t m, int n_heads,
             x, pos, m, n_heads, p.head_dim, p.rope_dim, p.freq_base, p.style);
         RIDGE_CUDA_CHECK_LAUNCH();
     }
-    return cpu::rope_cost(m, n_heads, p);
+    return ridge::rope_cost(m, n_heads, p);
 }
 
 Cost swiglu(const Stream& s, const float* gate, const float* up, int64_t n, float* out) {
@@ -166,7 +160,7 @@ Cost swiglu(const Stream& s, const float* gate, const float* up, int64_t n, floa
         swiglu_kernel<<<blocks_for(n, kEltThreads), kEltThreads, 0, stream_of(s)>>>(gate, up, n, out);
         RIDGE_CUDA_CHECK_LAUNCH();
     }
-    return cpu::swiglu_cost(n);
+    return ridge::swiglu_cost(n);
 }
 
 Cost add(const Stream& s, float* x, const float* y, int64_t n) {
@@ -174,7 +168,7 @@ Cost add(const Stream& s, float* x, const float* y, int64_t n) {
         add_kernel<<<blocks_for(n, kEltThreads), kEltThreads, 0, stream_of(s)>>>(x, y, n);
         RIDGE_CUDA_CHECK_LAUNCH();
     }
-    return cpu::add_cost(n);
+    return ridge::add_cost(n);
 }
 
 Cost argmax_cost(int64_t m, int64_t n) {

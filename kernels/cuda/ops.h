@@ -6,14 +6,12 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu/cost.h"
-#include "kernels/cpu/ops.h"
+#include "kernels/types.h"
 #include "kernels/cuda/matrix.h"
 #include "kernels/cuda/runtime.h"
 
 namespace ridge::cuda {
 
-using cpu::Cost;
 
 // out[i] = row tokens[i] of table, as f32. table: Matrix (n_vocab rows of d); tokens: (m) ids,
 // which the caller has checked to lie in [0, n_vocab) (an id outside writes a row of NaN).
@@ -21,18 +19,18 @@ using cpu::Cost;
 Cost embed(const Stream& s, const Matrix& table, const int32_t* tokens, int64_t m, float* out);
 
 // y[i][c] = x[i][c] / sqrt(mean_c(x[i][c]^2) + eps) * w[c]; x, y: (m, d), w: (d); y may equal x.
-// Cost: cpu::rmsnorm_cost.
+// Cost: ridge::rmsnorm_cost.
 Cost rmsnorm(const Stream& s, const float* x, const float* w, int64_t m, int64_t d, float eps, float* y);
 
 // Rotates every head of every row of x (m, n_heads * head_dim) in place by the angles of pos (m)
 // (kernels/rope_math.h's rope_angle, in double; cos and sin rounded to f32 once, as the CPU's
-// rope table). Cost: cpu::rope_cost.
-Cost rope(const Stream& s, float* x, const int32_t* pos, int64_t m, int n_heads, const cpu::RopeParams& p);
+// rope table). Cost: ridge::rope_cost.
+Cost rope(const Stream& s, float* x, const int32_t* pos, int64_t m, int n_heads, const RopeParams& p);
 
-// out[c] = silu(gate[c]) * up[c] for c < n; out may equal gate or up. Cost: cpu::swiglu_cost.
+// out[c] = silu(gate[c]) * up[c] for c < n; out may equal gate or up. Cost: ridge::swiglu_cost.
 Cost swiglu(const Stream& s, const float* gate, const float* up, int64_t n, float* out);
 
-// x[c] += y[c] for c < n. Cost: cpu::add_cost.
+// x[c] += y[c] for c < n. Cost: ridge::add_cost.
 Cost add(const Stream& s, float* x, const float* y, int64_t n);
 
 // ids[i] = the index of the largest of logits[i][0..n), the lowest index on ties (the CPU

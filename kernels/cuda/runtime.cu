@@ -103,6 +103,9 @@ void DeviceBuffer::download(void* dst, size_t bytes, size_t offset) const {
     check_range(offset, bytes, bytes_, "download");
     if (bytes) RIDGE_CUDA_CHECK(cudaMemcpy(dst, static_cast<uint8_t*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost));
 }
+void copy_to_host(void* dst, const void* src, size_t bytes) {
+    if (bytes) RIDGE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
 void DeviceBuffer::fill_bytes(uint8_t value) {
     if (bytes_) RIDGE_CUDA_CHECK(cudaMemset(ptr_, value, bytes_));
 }

@@ -77,4 +77,7 @@ private:
     size_t bytes_ = 0;
 };
 
+// bytes from device memory at src to host dst, after everything queued before it (synchronous).
+void copy_to_host(void* dst, const void* src, size_t bytes);
+
 }  // namespace ridge::cuda
