@@ -78,6 +78,9 @@ public:
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Engine& engine);
+// Costs only: every op returns what the engine's device would count for it and computes nothing
+// (backend_cost.cpp; ridge explain). Its passes take a KVCache::layout_only cache.
+std::unique_ptr<Backend> make_cost_backend(const Engine& engine);
 // ridge::Error without CUDA in the build; `weights` from upload_weights.
 std::unique_ptr<Backend> make_cuda_backend(const Engine& engine, std::shared_ptr<const DeviceWeights> weights);
 std::shared_ptr<const DeviceWeights> upload_weights(const Model& model, int device);

@@ -39,7 +39,7 @@ struct BatchPoint {
     Counters counters;                 // the timed repetitions' decode steps
     int64_t counted_steps = 0;         // decode forward() calls `counters` covers (reps * n)
     int64_t counted_tokens = 0;        // rows they fed (reps * n * B)
-    cpu::Cost per_step;                // counters' total / counted_steps
+    Cost per_step;                // counters' total / counted_steps
     PhaseReport report;                // per token, at tokens_per_second (bound: min(peak, I * bw))
     double bound_gflops = 0;           // min(peak, I * bandwidth) (0 without ceilings)
 };

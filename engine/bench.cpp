@@ -37,12 +37,12 @@ Spread spread_of(std::vector<double> samples) {
     return s;
 }
 
-double bound_tokens_per_second(const cpu::Cost& per_token, const Ceilings& c) {
+double bound_tokens_per_second(const Cost& per_token, const Ceilings& c) {
     if (per_token.flops <= 0 || per_token.memory_bytes() <= 0) return 0.0;
     return c.attainable_gflops(per_token.intensity()) * 1e9 / per_token.flops;
 }
 
-PhaseReport phase_report(const cpu::Cost& total, int64_t tokens, double tokens_per_second, const Ceilings* ceilings) {
+PhaseReport phase_report(const Cost& total, int64_t tokens, double tokens_per_second, const Ceilings* ceilings) {
     PhaseReport r;
     r.tokens_per_second = tokens_per_second;
     if (tokens <= 0) return r;

@@ -36,7 +36,7 @@ Spread spread_of(std::vector<double> samples);
 // written. Activations are counted apart: they are small and stay in cache.
 struct PhaseReport {
     double tokens_per_second = 0;
-    cpu::Cost per_token;                // every category, per token
+    Cost per_token;                // every category, per token
     double flops_per_token = 0;
     double bytes_per_token = 0;         // per_token.memory_bytes()
     double intensity = 0;               // FLOPs / byte
@@ -48,11 +48,11 @@ struct PhaseReport {
     double percent_of_bound = 0;        // 100 * tokens/s / bound
 };
 // `total` is the cost of `tokens` tokens; ceilings may be nullptr (no bound then).
-PhaseReport phase_report(const cpu::Cost& total, int64_t tokens, double tokens_per_second, const Ceilings* ceilings);
+PhaseReport phase_report(const Cost& total, int64_t tokens, double tokens_per_second, const Ceilings* ceilings);
 
 // The bound in tokens/s for a token of this cost: min(peak, I * bandwidth) / FLOPs per token. Below
 // the ridge point this is bandwidth / bytes per token (decode); past it, peak / FLOPs per token.
-double bound_tokens_per_second(const cpu::Cost& per_token, const Ceilings& c);
+double bound_tokens_per_second(const Cost& per_token, const Ceilings& c);
 
 struct BenchTest {
     std::string name;              // llama-bench's names: "pp512" (prefill), "tg128" (decode)

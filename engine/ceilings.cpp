@@ -103,7 +103,7 @@ std::vector<double> probe_matmul_f32(int64_t n, int reps) {
     std::vector<double> out;
     for (int r = 0; r < reps; r++) {
         const auto t0 = Clock::now();
-        const cpu::Cost cost = cpu::matmul(W, x.data(), n, y.data());
+        const Cost cost = cpu::matmul(W, x.data(), n, y.data());
         const double s = std::chrono::duration<double>(Clock::now() - t0).count();
         out.push_back(cost.flops / s / 1e9);
     }

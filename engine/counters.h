@@ -11,8 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/cost.h"
+#include "kernels/types.h"
 
 namespace ridge {
 
@@ -65,7 +64,7 @@ inline const char* phase_name(Phase p) { return p == Phase::Prefill ? "prefill" 
 
 // One op's totals: its cost, the wall time of its kernel calls, and how many calls.
 struct OpRecord {
-    cpu::Cost cost;
+    Cost cost;
     double seconds = 0;
     int64_t calls = 0;
 
@@ -81,14 +80,23 @@ struct Counters {
     using OpRecords = std::array<OpRecord, kNumOps>;
     std::vector<OpRecords> layers;  // (n_layers) per layer, per op
     OpRecords outside{};            // ops outside the layers: embedding, final norm, output head
+    // Every call in order, when keep_calls is set (ridge explain reads a pass on paper this way).
+    struct Call {
+        int layer;
+        Op op;
+        Cost cost;
+    };
+    bool keep_calls = false;
+    std::vector<Call> calls;
 
     // Adds one kernel call; layer < 0 means outside the layers (the vector grows as needed).
-    void add(int layer, Op op, const cpu::Cost& cost, double seconds) {
+    void add(int layer, Op op, const Cost& cost, double seconds) {
         OpRecords* rec = &outside;
         if (layer >= 0) {
             if (size_t(layer) >= layers.size()) layers.resize(size_t(layer) + 1, OpRecords{});
             rec = &layers[size_t(layer)];
         }
+        if (keep_calls) calls.push_back(Call{layer, op, cost});
         OpRecord& r = (*rec)[size_t(op)];
         r.cost += cost;
         r.seconds += seconds;
@@ -140,15 +148,15 @@ public:
         last_ = now;
         return s;
     }
-    void add(int layer, Op op, const cpu::Cost& cost) {
+    void add(int layer, Op op, const Cost& cost) {
         if (counters_) counters_->add(layer, op, cost, elapsed());
     }
-    void add(int layer, Op op, const cpu::Cost& cost, double seconds) {
+    void add(int layer, Op op, const Cost& cost, double seconds) {
         if (counters_) counters_->add(layer, op, cost, seconds);
     }
     // One attention call computes both the scores (Q.K) and the mix (P.V): its time is shared
     // between them in proportion to their FLOPs (only the sum is measured).
-    void add_attention(int layer, const cpu::AttentionCost& cost) {
+    void add_attention(int layer, const AttentionCost& cost) {
         if (!counters_) return;
         const double s = elapsed(), flops = cost.scores.flops + cost.mix.flops;
         const double share = flops > 0 ? cost.scores.flops / flops : 0.5;

@@ -99,8 +99,8 @@ std::vector<std::string> describe_plan(const Plan& plan) {
     return out;
 }
 
-Engine::Engine(const Model& model, const RunOptions& opt) : model_(model), plan_(make_plan(model, opt)) {
-    if (opt.device == Device::Cuda) device_ = upload_weights(model, opt.gpu);
+Engine::Engine(const Model& model, const RunOptions& opt, bool place) : model_(model), plan_(make_plan(model, opt)) {
+    if (place && opt.device == Device::Cuda) device_ = upload_weights(model, opt.gpu);
 }
 
 Engine::~Engine() = default;

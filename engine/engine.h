@@ -63,8 +63,9 @@ class Engine {
 public:
     // Plans every matrix; with opt.device == Cuda uploads the weights (ridge::Error naming the
     // reason when this build or machine has no usable GPU, or the tensor a GPU kernel cannot read).
-    // `model` must outlive the Engine.
-    Engine(const Model& model, const RunOptions& opt = {});
+    // `model` must outlive the Engine. place = false plans without touching a device (a pass on
+    // paper: make_cost_backend).
+    Engine(const Model& model, const RunOptions& opt = {}, bool place = true);
     ~Engine();
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;

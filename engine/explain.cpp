@@ -1,17 +1,16 @@
-// Explain (see explain.h): walks the ops of forward() in order, asking each kernel's *_cost
-// function what it would cost for the given rows and positions, and sums them per layer and pass.
-// Nothing here runs a kernel or reads a clock.
+// Explain (see explain.h): runs forward() through the costs-only backend (engine/backend_cost.cpp)
+// for the given rows and positions, names and shapes each op it called, and sums them per layer
+// and pass. Nothing here runs a kernel: the op list is forward()'s own.
 #include "engine/explain.h"
 
 #include <algorithm>
 #include <initializer_list>
 #include <string>
 
+#include "engine/backend.h"
+#include "engine/forward.h"
 #include "engine/kv_cache.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_int.h"
-#include "kernels/cpu/ops.h"
 #include "weights/error.h"
 #include "weights/model_stats.h"
 
@@ -31,88 +30,104 @@ std::string dims(std::string name, int64_t a, int64_t b) {
 
 std::string type_name(DType t) { return std::string(dtype_name(t)); }
 
-// in (m x k) · W (k x n), W stored as a GGUF {k, n} tensor; q16: the input given as 16-bit integers.
-ExplainOp matmul_op(Op kind, const std::string& name, const std::string& in, const std::string& w_name,
-                    const TensorView& W, int64_t m, bool q16) {
-    const int64_t k = W.ne(0), n = W.ne(1);
-    return {kind, name, dims(dims(in, m, k) + " · " + w_name, k, n), type_name(W.type), cpu::matmul_cost(W, m, q16)};
+// The calls forward() makes for `rows` consecutive rows of one sequence at positions first_pos..
+// (logits for the last row only), run through the costs-only backend: every op with its layer
+// and cost, in order. Nothing is computed; the cache holds no keys or values.
+std::vector<Counters::Call> pass_calls(const Engine& engine, int64_t rows, int64_t first_pos, DType kv_type) {
+    KVCache cache = KVCache::layout_only(engine.config(), int(first_pos + rows), kv_type);
+    const int seq = cache.new_sequence();
+    if (first_pos > 0) cache.append(seq, int(first_pos));  // the keys the rows attend to before their own
+    const int first = cache.append(seq, int(rows));
+    Batch batch;
+    for (int64_t i = 0; i < rows; i++) batch.add(0, seq, first + int(i), i == rows - 1);
+    Workspace ws;
+    ws.backend = make_cost_backend(engine);
+    ws.engine = &engine;
+    Counters counters;
+    counters.keep_calls = true;
+    forward(engine, cache, batch, ws, &counters);
+    return counters.calls;
 }
 
-// Appends forward()'s 16-bit integer copy of the input `in` (m x k) when the model's fast path makes one for
-// these weights; returns whether it did (the matmuls then take it).
-bool quantize_op(std::vector<ExplainOp>& ops, const Plan& plan, std::initializer_list<const MatmulPlan*> weights,
-                 const std::string& in, int64_t m, int64_t k) {
-    bool int_input = false;
-    for (const MatmulPlan* w : weights) int_input = int_input || w->int_input;
-    if (m >= plan.tiled_min_rows || !int_input) return false;
-    ops.push_back({Op::Quantize, "quantize", dims(in, m, k) + " → int16", "F32", cpu::quantize_rows_cost(m, k)});
-    return true;
-}
-
-ExplainOp f32_op(Op kind, const std::string& name, const std::string& shape, const cpu::Cost& cost) {
-    return {kind, name, shape, "F32", cost};
-}
-
-// The ops of one layer for `rows` rows at positions first_pos.., in forward() order.
-std::vector<ExplainOp> layer_ops(const Model& model, const Plan& plan, int l, int64_t rows, int64_t n_keys,
-                                 int64_t first_pos, DType kv_type) {
-    const LayerWeights& L = model.layers[size_t(l)];
-    const LayerPlan& P = plan.layers[size_t(l)];
-    const int64_t min_tiled = plan.tiled_min_rows;
+// Explain's entries for the calls of one layer (layer < 0: outside the layers): each call named,
+// shaped and typed for people; the two rope calls (q, k) as one entry.
+std::vector<ExplainOp> entries(const std::vector<Counters::Call>& all, int layer, const Model& model, int64_t rows,
+                               int64_t first_pos, DType kv_type) {
     const Config& c = model.config;
-    const int64_t m = rows, d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
-    const cpu::RopeParams rope{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_style};
-    const cpu::AttentionShape heads{c.n_heads, c.n_kv_heads, c.head_dim};
-    const std::string kv = type_name(kv_type);
-    const int64_t seen = first_pos + m;  // positions the last row sees
-    const std::string causal = m == 1 ? "" : " causal";
-    // A chunk of min_tiled rows or more (a tiled run of forward()) takes the blocked
-    // attention, which reads each key and value once for the whole chunk; shorter ones go row by
-    // row (v3_split).
-    const cpu::AttentionCost attn = m >= min_tiled
-                                        ? cpu::attention_blocked_cost(m, first_pos + 1, int(kv_dim), kv_type, heads)
-                                        : cpu::attention_cost(m, double(n_keys), int(kv_dim), kv_type, heads);
+    const int64_t d = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_ff = c.n_ff;
+    const LayerWeights& L = model.layers[size_t(std::max(layer, 0))];
+    const int64_t m = layer < 0 ? 1 : rows;  // outside: the final norm and logits of the last row
+    const int64_t seen = first_pos + rows;    // positions the last row sees
+    const std::string causal = rows == 1 ? "" : " causal", kv = type_name(kv_type);
     const std::string h = std::to_string(c.n_heads) + "h × ";
-    std::vector<ExplainOp> ops;
-    ops.push_back(f32_op(Op::Norm, "attn_norm", dims("rmsnorm x", m, d), cpu::rmsnorm_cost(m, d)));
-    bool q16 = quantize_op(ops, plan, {&P.q, &P.k, &P.v}, "x", m, d);
-    ops.push_back(matmul_op(Op::Q, "q", "x", "Wq", *L.attn_q, m, q16));
-    ops.push_back(matmul_op(Op::K, "k", "x", "Wk", *L.attn_k, m, q16));
-    ops.push_back(matmul_op(Op::V, "v", "x", "Wv", *L.attn_v, m, q16));
-    ops.push_back(f32_op(Op::Rope, "rope", dims(dims("q", m, q_dim) + ", k", m, kv_dim),
-                         cpu::rope_cost(m, c.n_heads, rope) + cpu::rope_cost(m, c.n_kv_heads, rope)));
-    ops.push_back({Op::KVStore, "kv_store", dims("k, v", m, kv_dim) + " → cache", kv, cpu::kv_store_cost(m, kv_dim, kv_type)});
-    // One attention kernel, in its two products: the scores Q·Kᵀ/sqrt(head_dim) with their
-    // softmax (reading every key), then the mix P·V (reading every value).
-    ops.push_back({Op::AttnScores, "attn_scores", dims(dims(h + "q", m, c.head_dim) + " · Kᵀ", c.head_dim, seen) + causal,
-                   kv, attn.scores});
-    ops.push_back({Op::AttnMix, "attn_mix", dims(dims(h + "p", m, seen) + " · V", seen, c.head_dim) + causal, kv, attn.mix});
-    q16 = quantize_op(ops, plan, {&P.o}, "attn", m, q_dim);
-    ops.push_back(matmul_op(Op::O, "o", "attn", "Wo", *L.attn_output, m, q16));
-    ops.push_back(f32_op(Op::Residual, "attn_resid", dims("x", m, d) + " += attn_out", cpu::add_cost(m * d)));
-    ops.push_back(f32_op(Op::Norm, "ffn_norm", dims("rmsnorm x", m, d), cpu::rmsnorm_cost(m, d)));
-    q16 = quantize_op(ops, plan, {&P.gate, &P.up}, "x", m, d);
-    ops.push_back(matmul_op(Op::Gate, "gate", "x", "Wgate", *L.ffn_gate, m, q16));
-    ops.push_back(matmul_op(Op::Up, "up", "x", "Wup", *L.ffn_up, m, q16));
-    ops.push_back(f32_op(Op::Swiglu, "swiglu", dims("silu(gate) * up", m, n_ff), cpu::swiglu_cost(m * n_ff)));
-    q16 = quantize_op(ops, plan, {&P.down}, "act", m, n_ff);
-    ops.push_back(matmul_op(Op::Down, "down", "act", "Wdown", *L.ffn_down, m, q16));
-    ops.push_back(f32_op(Op::Residual, "ffn_resid", dims("x", m, d) + " += ffn_out", cpu::add_cost(m * d)));
-    return ops;
-}
-
-// Embedding lookup before the layers; final norm and logits (for m_out rows) after them.
-std::vector<ExplainOp> outside_ops(const Model& model, const Plan& plan, int64_t rows, int64_t m_out) {
-    const Config& c = model.config;
-    // forward() normalizes each logits row with its own call.
-    const cpu::Cost final_norm = cpu::Cost(cpu::rmsnorm_cost(1, c.n_embd)).scale(double(m_out));
-    std::vector<ExplainOp> ops = {
-        {Op::Embed, "embedding", dims(std::to_string(rows) + (rows == 1 ? " row" : " rows") + " of E", c.n_vocab, c.n_embd),
-         type_name(model.token_embd->type), cpu::embed_cost(*model.token_embd, rows)},
-        f32_op(Op::Norm, "final_norm", dims("rmsnorm x", m_out, c.n_embd), final_norm),
+    auto matmul = [&](const Counters::Call& call, const char* name, const std::string& in, const char* w_name,
+                      const TensorView& W) {
+        return ExplainOp{call.op, name, dims(dims(in, m, W.ne(0)) + " · " + w_name, W.ne(0), W.ne(1)),
+                         type_name(W.type), call.cost};
     };
-    const bool q16 = quantize_op(ops, plan, {&plan.output}, "x", m_out, c.n_embd);
-    ops.push_back(matmul_op(Op::OutputHead, "logits", "x", c.tied_output ? "Eᵀ" : "Wout", *model.output, m_out, q16));
+    std::vector<Counters::Call> calls;
+    for (const Counters::Call& call : all)
+        if (call.layer == layer) calls.push_back(call);
+    std::vector<ExplainOp> ops;
+    int norms = 0, residuals = 0;
+    for (size_t i = 0; i < calls.size(); i++) {
+        const Counters::Call& call = calls[i];
+        switch (call.op) {
+            case Op::Embed:
+                ops.push_back({call.op, "embedding", dims(std::to_string(rows) + (rows == 1 ? " row" : " rows") + " of E",
+                                                         c.n_vocab, d),
+                               type_name(model.token_embd->type), call.cost});
+                break;
+            case Op::Norm: {
+                const char* name = layer < 0 ? "final_norm" : norms++ == 0 ? "attn_norm" : "ffn_norm";
+                ops.push_back({call.op, name, dims("rmsnorm x", m, d), "F32", call.cost});
+                break;
+            }
+            case Op::Quantize: {  // the input of the matmuls that follow
+                const Op next = i + 1 < calls.size() ? calls[i + 1].op : Op::Count;
+                const std::string in = next == Op::O ? dims("attn", m, q_dim) : next == Op::Down ? dims("act", m, n_ff)
+                                                                                                  : dims("x", m, d);
+                ops.push_back({call.op, "quantize", in + " → int16", "F32", call.cost});
+                break;
+            }
+            case Op::Q: ops.push_back(matmul(call, "q", "x", "Wq", *L.attn_q)); break;
+            case Op::K: ops.push_back(matmul(call, "k", "x", "Wk", *L.attn_k)); break;
+            case Op::V: ops.push_back(matmul(call, "v", "x", "Wv", *L.attn_v)); break;
+            case Op::O: ops.push_back(matmul(call, "o", "attn", "Wo", *L.attn_output)); break;
+            case Op::Gate: ops.push_back(matmul(call, "gate", "x", "Wgate", *L.ffn_gate)); break;
+            case Op::Up: ops.push_back(matmul(call, "up", "x", "Wup", *L.ffn_up)); break;
+            case Op::Down: ops.push_back(matmul(call, "down", "act", "Wdown", *L.ffn_down)); break;
+            case Op::OutputHead:
+                ops.push_back(matmul(call, "logits", "x", c.tied_output ? "Eᵀ" : "Wout", *model.output));
+                break;
+            case Op::Rope:
+                if (!ops.empty() && ops.back().op == Op::Rope) {
+                    ops.back().cost += call.cost;  // k after q
+                } else {
+                    ops.push_back({call.op, "rope", dims(dims("q", m, q_dim) + ", k", m, kv_dim), "F32", call.cost});
+                }
+                break;
+            case Op::KVStore: ops.push_back({call.op, "kv_store", dims("k, v", m, kv_dim) + " → cache", kv, call.cost}); break;
+            // One attention kernel, in its two products: the scores Q·Kᵀ/sqrt(head_dim) with their
+            // softmax (reading every key), then the mix P·V (reading every value).
+            case Op::AttnScores:
+                ops.push_back({call.op, "attn_scores", dims(dims(h + "q", m, c.head_dim) + " · Kᵀ", c.head_dim, seen) + causal,
+                               kv, call.cost});
+                break;
+            case Op::AttnMix:
+                ops.push_back({call.op, "attn_mix", dims(dims(h + "p", m, seen) + " · V", seen, c.head_dim) + causal, kv,
+                               call.cost});
+                break;
+            case Op::Residual: {
+                const bool attn = residuals++ == 0;  // the attention block's, then the feed-forward's
+                ops.push_back({call.op, attn ? "attn_resid" : "ffn_resid", dims("x", m, d) + (attn ? " += attn_out" : " += ffn_out"),
+                               "F32", call.cost});
+                break;
+            }
+            case Op::Swiglu: ops.push_back({call.op, "swiglu", dims("silu(gate) * up", m, n_ff), "F32", call.cost}); break;
+            case Op::Count: break;
+        }
+    }
     return ops;
 }
 
@@ -125,29 +140,22 @@ bool same_types(const LayerWeights& a, const LayerWeights& b) {
 }
 
 // rows consecutive rows of one sequence starting at first_pos; logits for the last row only.
-ExplainPhase make_phase(const std::string& name, const Model& model, const Plan& plan, int64_t rows, int64_t first_pos,
-                        DType kv_type) {
-    const Config& c = model.config;
+ExplainPhase make_phase(const std::string& name, const Engine& engine, int64_t rows, int64_t first_pos, DType kv_type) {
+    const Model& model = engine.model();
     ExplainPhase p;
     p.name = name;
     p.rows = rows;
     p.first_pos = first_pos;
     // Row i sees positions 0..first_pos+i: the sum of (first_pos + i + 1).
     p.n_keys = rows * (first_pos + 1) + rows * (rows - 1) / 2;
-    for (int l = 0; l < c.n_layers; l++) {
-        std::vector<ExplainOp> ops = layer_ops(model, plan, l, rows, p.n_keys, first_pos, kv_type);
-        for (const ExplainOp& op : ops) {
-            p.layers += op.cost;
-            p.by_op[size_t(op.op)] += op.cost;
-        }
-        if (l == 0) p.layer = std::move(ops);
+    const std::vector<Counters::Call> calls = pass_calls(engine, rows, first_pos, kv_type);
+    for (const Counters::Call& call : calls) {
+        p.total += call.cost;
+        p.by_op[size_t(call.op)] += call.cost;
+        if (call.layer >= 0) p.layers += call.cost;
     }
-    p.outside = outside_ops(model, plan, rows, 1);
-    p.total = p.layers;
-    for (const ExplainOp& op : p.outside) {
-        p.total += op.cost;
-        p.by_op[size_t(op.op)] += op.cost;
-    }
+    p.layer = entries(calls, 0, model, rows, first_pos, kv_type);
+    p.outside = entries(calls, -1, model, rows, first_pos, kv_type);
     return p;
 }
 
@@ -164,7 +172,7 @@ uint64_t workspace_bytes(const Config& c, int64_t m, int64_t m_out) {
     // the logits rows' sequences and positions.
     const int64_t floats = m * (4 * d + 2 * q_dim + 2 * kv_dim + 3 * n_ff + c.rope_dim) + m_out * (d + c.n_vocab + 2);
     const int64_t q_blocks = m * (std::max({d, q_dim, n_ff}) / 32);
-    return uint64_t(floats) * sizeof(float) + uint64_t(m) * (sizeof(int64_t) + sizeof(cpu::AttentionRow)) +
+    return uint64_t(floats) * sizeof(float) + uint64_t(m) * (sizeof(int64_t) + sizeof(AttentionRow)) +
            uint64_t(q_blocks) * uint64_t(cpu::kActBlockBytes);
 }
 
@@ -177,15 +185,15 @@ Explain explain_model(const ModelFile& file, const ExplainOptions& opt) {
     RunOptions run;
     run.exact = opt.exact;
     run.device = opt.gpu ? Device::Cuda : Device::Cpu;  // the GPU's matmuls take f32 activations
-    const Plan plan = make_plan(model, run);
+    const Engine engine(model, run, /*place=*/false);
     const Config& c = model.config;
     const ModelStats stats = compute_stats(file);
 
     Explain e;
     e.config = c;
     e.opt = opt;
-    e.prefill = make_phase("prefill", model, plan, opt.tokens, 0, opt.kv_type);
-    e.decode = make_phase("decode", model, plan, 1, opt.context - 1, opt.kv_type);
+    e.prefill = make_phase("prefill", engine, opt.tokens, 0, opt.kv_type);
+    e.decode = make_phase("decode", engine, 1, opt.context - 1, opt.kv_type);
     for (const LayerWeights& L : model.layers) e.layers_differ = e.layers_differ || !same_types(L, model.layers[0]);
     e.n_params = stats.n_params;
     e.weight_bytes = stats.weight_bytes;
@@ -196,7 +204,7 @@ Explain explain_model(const ModelFile& file, const ExplainOptions& opt) {
     return e;
 }
 
-Bound roofline_bound(const cpu::Cost& cost, const Ceilings& ceil) {
+Bound roofline_bound(const Cost& cost, const Ceilings& ceil) {
     if (cost.memory_bytes() <= 0) return Bound::Cache;
     return cost.intensity() < ceil.ridge_point() ? Bound::Memory : Bound::Compute;
 }
@@ -210,7 +218,7 @@ const char* bound_name(Bound b) {
     return "?";
 }
 
-double min_seconds(const cpu::Cost& cost, const Ceilings& ceil) {
+double min_seconds(const Cost& cost, const Ceilings& ceil) {
     return std::max(cost.flops / (ceil.peak_gflops() * 1e9), cost.memory_bytes() / (ceil.bandwidth_gbs * 1e9));
 }
 

@@ -13,7 +13,7 @@
 #include "engine/ceilings.h"
 #include "engine/counters.h"
 #include "engine/engine.h"
-#include "kernels/cpu/cost.h"
+#include "kernels/types.h"
 #include "weights/model_file.h"
 
 namespace ridge {
@@ -32,7 +32,7 @@ struct ExplainOp {
     std::string name;       // forward()'s name for the call: attn_norm, q, ..., ffn_resid, final_norm, logits
     std::string shape;      // e.g. "x(1×576) · Wq(576×576)"
     std::string type;       // storage type of what it streams: the weight's ("Q4_1"), the KV cache's, or F32
-    cpu::Cost cost;         // FLOPs and bytes by category, from the kernel's *_cost function
+    Cost cost;         // FLOPs and bytes by category, from the kernel's *_cost function
 };
 
 // One forward pass: `rows` consecutive rows of one sequence through every layer (rows = T for a
@@ -44,11 +44,11 @@ struct ExplainPhase {
     int64_t n_keys = 0;            // keys all rows attend to, per layer (sum over rows of pos + 1)
     std::vector<ExplainOp> layer;  // layer 0's ops, in forward() order
     std::vector<ExplainOp> outside;  // embedding, final_norm, logits
-    cpu::Cost layers;              // every layer (each with its own weights)
-    cpu::Cost total;               // the whole forward: outside + layers
-    std::array<cpu::Cost, kNumOps> by_op{};  // the whole forward per counters op
+    Cost layers;              // every layer (each with its own weights)
+    Cost total;               // the whole forward: outside + layers
+    std::array<Cost, kNumOps> by_op{};  // the whole forward per counters op
 
-    cpu::Cost per_token() const { return cpu::Cost(total).scale(1.0 / double(rows)); }
+    Cost per_token() const { return Cost(total).scale(1.0 / double(rows)); }
 };
 
 struct Explain {
@@ -73,11 +73,11 @@ Explain explain_model(const ModelFile& file, const ExplainOptions& opt);
 uint64_t workspace_bytes(const Config& c, int64_t m, int64_t m_out);
 
 // The roofline verdicts, with the counters' and `ridge bench`'s conventions: intensity is FLOPs
-// per byte of memory traffic (weights + KV cache; activations stay in cache, cpu::Cost).
+// per byte of memory traffic (weights + KV cache; activations stay in cache, Cost).
 enum class Bound { Memory, Compute, Cache };  // Cache: no weight or KV byte moves (rope, swiglu, ...)
-Bound roofline_bound(const cpu::Cost& cost, const Ceilings& ceil);  // intensity vs I* = peak / bw
+Bound roofline_bound(const Cost& cost, const Ceilings& ceil);  // intensity vs I* = peak / bw
 const char* bound_name(Bound b);                                    // "memory", "compute", "cache"
 // The least time the machine needs for it: max(FLOPs / peak, memory bytes / bandwidth), seconds.
-double min_seconds(const cpu::Cost& cost, const Ceilings& ceil);
+double min_seconds(const Cost& cost, const Ceilings& ceil);
 
 }  // namespace ridge

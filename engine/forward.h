@@ -74,7 +74,7 @@ struct Workspace {
     std::vector<float> logits;     // (m_out, n_vocab) in batch order of those rows
     cpu::QuantizedRows x_q;       // (m, k) the current matmul input as int16 (fast path)
     std::vector<int64_t> slots;    // (m) KV slot of each row
-    std::vector<cpu::AttentionRow> attn_rows;  // (m) what each row may attend to
+    std::vector<AttentionRow> attn_rows;  // (m) what each row may attend to
     cpu::RopeTable rope;           // (m, rope_dim/2) cos and sin of each row's rotation angles
     std::vector<RowRun> runs;      // the batch's rows as runs (split_runs)
     std::vector<RowRun> out_runs;  // the same for the m_out rows that want logits

@@ -16,7 +16,14 @@ size_t KVCache::bytes_per_token(const Config& c, DType type) {
     return 2 * size_t(c.n_layers) * size_t(c.kv_dim()) * eb;
 }
 
+KVCache KVCache::layout_only(const Config& c, int n_ctx, DType type) {
+    return KVCache(c, n_ctx, type, kDefaultBlockSize, 0, false, /*allocate=*/false);
+}
+
 KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size, int pool_tokens, bool on_gpu)
+    : KVCache(c, n_ctx, type, block_size, pool_tokens, on_gpu, /*allocate=*/true) {}
+
+KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size, int pool_tokens, bool on_gpu, bool allocate)
     : n_layers_(c.n_layers), kv_dim_(c.kv_dim()), n_ctx_(n_ctx), block_size_(block_size), type_(type) {
     switch (type) {
         case DType::F32: elem_bytes_ = 4; break;
@@ -35,7 +42,9 @@ KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size, int poo
     // pages), so that a layer's keys and values take a few TLB entries instead of one per 4 KiB:
     // SmolLM2 Q4_1 decode on a Zen 3, attention 331 -> 286 and 332 -> 287 us a token, 241.5 ->
     // 245.8 and 239.3 -> 245.1 t/s (two sets of 6 alternating `ridge bench -p 0 -n 128` runs).
-    if (on_gpu) {
+    if (!allocate) {
+        // layout only: no keys or values
+    } else if (on_gpu) {
         device_storage_ = gpu::device_alloc(bytes_);
     } else {
         // Rounded up to whole 2 MiB (aligned_alloc wants a multiple): a tiny cache holds 2 MiB.
@@ -123,14 +132,16 @@ int64_t KVCache::slot(int seq, int pos) const {
     if (pos < 0 || pos >= s.length)
         throw Error("KV cache: position " + std::to_string(pos) + " is outside sequence " + std::to_string(seq) +
                     " of length " + std::to_string(s.length));
-    return cpu::kv_slot(s.blocks.data(), pos, block_size_);
+    return kv_slot(s.blocks.data(), pos, block_size_);
 }
 
-cpu::KVLayer KVCache::layer(int l) {
+KVLayer KVCache::layer(int l) {
     const size_t n_slots = size_t(n_blocks_) * size_t(block_size_);
     const size_t half = n_slots * size_t(kv_dim_) * elem_bytes_;  // bytes of one layer's K (or V)
-    uint8_t* base = (on_gpu() ? device_storage_.get() : storage_.get()) + size_t(l) * 2 * half;
-    return cpu::KVLayer{type_, base, base + half, int64_t(n_slots), kv_dim_, block_size_};
+    uint8_t* base = on_gpu() ? device_storage_.get() : storage_.get();
+    if (!base) return KVLayer{type_, nullptr, nullptr, int64_t(n_slots), kv_dim_, block_size_};  // layout only
+    base += size_t(l) * 2 * half;
+    return KVLayer{type_, base, base + half, int64_t(n_slots), kv_dim_, block_size_};
 }
 
 }  // namespace ridge

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/cpu/attention.h"
+#include "kernels/types.h"
 #include "weights/config.h"
 #include "weights/mapped_file.h"
 #include "weights/types.h"
@@ -24,6 +24,11 @@ public:
     // layer() then gives device pointers. ridge::Error when this build or machine has no CUDA.
     KVCache(const Config& config, int n_ctx, DType type, int block_size = kDefaultBlockSize, int pool_tokens = 0,
             bool on_gpu = false);
+
+    // The same sequences and block tables without the keys and values (no memory): for planning a
+    // pass on paper (ridge explain runs forward() through a costs-only backend). layer() then gives
+    // views with null k and v.
+    static KVCache layout_only(const Config& config, int n_ctx, DType type);
 
     int n_ctx() const { return n_ctx_; }            // most tokens any one sequence may hold
     DType type() const { return type_; }
@@ -49,10 +54,11 @@ public:
     const std::vector<int32_t>& block_table(int seq) const;  // (ceil(length / block_size))
     int64_t slot(int seq, int pos) const;                     // block_table[pos / B] * B + pos % B
 
-    cpu::KVLayer layer(int l);  // the views the kernels take for layer l
+    KVLayer layer(int l);  // the views the kernels take for layer l
     bool on_gpu() const { return device_storage_ != nullptr; }
 
 private:
+    KVCache(const Config& config, int n_ctx, DType type, int block_size, int pool_tokens, bool on_gpu, bool allocate);
     struct Sequence {
         bool alive = false;
         int length = 0;

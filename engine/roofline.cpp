@@ -367,7 +367,7 @@ struct OpGroup {
 
 // Same FLOPs and bytes in every category: the activations read and written tell (n x k) from
 // (k x n), so down (n_ff -> n_embd) stays apart from gate and up (n_embd -> n_ff).
-bool same_cost(const cpu::Cost& a, const cpu::Cost& b) {
+bool same_cost(const Cost& a, const Cost& b) {
     auto eq = [](double x, double y) { return std::fabs(x - y) <= 1e-9 * std::max(std::fabs(x), std::fabs(y)); };
     return eq(a.flops, b.flops) && eq(a.weight_bytes, b.weight_bytes) && eq(a.kv_read, b.kv_read) &&
            eq(a.kv_written, b.kv_written) && eq(a.act_read, b.act_read) && eq(a.act_written, b.act_written);
@@ -413,11 +413,11 @@ RooflinePlot roofline_from_bench(const BenchResult& bench, const Ceilings& c, co
         for (Op op : {Op::Q, Op::K, Op::V, Op::O, Op::Gate, Op::Up, Op::Down, Op::OutputHead}) {
             const OpRecord r = t.counters.op(op);
             if (r.calls == 0) continue;
-            cpu::Cost per_call = r.cost;
+            Cost per_call = r.cost;
             per_call.scale(1.0 / double(r.calls));
             bool merged = false;
             for (auto& [label, k] : kinds) {
-                cpu::Cost k_call = k.cost;
+                Cost k_call = k.cost;
                 k_call.scale(1.0 / double(k.calls));
                 if (same_cost(per_call, k_call)) {
                     label += std::string(",") + op_name(op);

@@ -223,7 +223,7 @@ TEST(Explain, KVCacheBytesAndMemoryToRun) {
                                      ws.ffn_act.size() + ws.ffn_out.size() + ws.out_norm.size() + ws.logits.size() +
                                      ws.rope.cos_t.size() + ws.rope.sin_t.size()) +
                     sizeof(int32_t) * (ws.out_seq.size() + ws.out_pos.size()) +
-                    sizeof(int64_t) * ws.slots.size() + sizeof(cpu::AttentionRow) * ws.attn_rows.size() +
+                    sizeof(int64_t) * ws.slots.size() + sizeof(AttentionRow) * ws.attn_rows.size() +
                     sizeof(int16_t) * ws.x_q.q.size() + sizeof(float) * (ws.x_q.d.size() + ws.x_q.sum.size());
                 EXPECT_EQ(e.activation_bytes, ws_bytes) << path << " T " << T;
                 EXPECT_EQ(workspace_bytes(c, T, 1), ws_bytes);

@@ -40,7 +40,7 @@ TEST(KVCache, PoolStartsOnAHugePageBoundary) {
         const uint8_t* base = kv.layer(0).k;
         EXPECT_EQ(reinterpret_cast<uintptr_t>(base) % KVCache::kAlign, 0u) << dtype_name(t);
         for (int l = 0; l < 3; l++) {
-            const cpu::KVLayer L = kv.layer(l);
+            const KVLayer L = kv.layer(l);
             const size_t half = size_t(L.n_slots) * size_t(L.kv_dim) * (t == DType::F32 ? 4 : 2);  // its keys, or values
             EXPECT_GE(L.k, base);
             EXPECT_LE(L.v + half, base + kv.bytes()) << dtype_name(t) << " layer " << l;
@@ -98,7 +98,7 @@ TEST(KVCache, TruncateForgetsTokens) {
 
 TEST(KVCache, LayerViewsAreDisjoint) {
     KVCache kv(tiny_config(), 16, DType::F16, 4);
-    const cpu::KVLayer l0 = kv.layer(0), l1 = kv.layer(1), l2 = kv.layer(2);
+    const KVLayer l0 = kv.layer(0), l1 = kv.layer(1), l2 = kv.layer(2);
     EXPECT_EQ(l0.type, DType::F16);
     EXPECT_EQ(l0.n_slots, 16);
     EXPECT_EQ(l0.kv_dim, 16);

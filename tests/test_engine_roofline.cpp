@@ -408,8 +408,8 @@ TEST(RooflineSvg, TwoRoofsEachWithItsRidgePoint) {
 
 // ---- roofline_from_bench ------------------------------------------------------------------------
 
-cpu::Cost cost(double flops, double weights, double act_read, double act_written, double kv_read = 0) {
-    cpu::Cost c;
+Cost cost(double flops, double weights, double act_read, double act_written, double kv_read = 0) {
+    Cost c;
     c.flops = flops;
     c.weight_bytes = weights;
     c.act_read = act_read;

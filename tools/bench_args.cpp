@@ -104,7 +104,7 @@ std::string types_of(const ModelStats& s) {
     return t;
 }
 
-nlohmann::ordered_json cost_json(const cpu::Cost& c) {
+nlohmann::ordered_json cost_json(const Cost& c) {
     nlohmann::ordered_json j;
     j["flops"] = c.flops;
     j["bytes"] = c.memory_bytes();

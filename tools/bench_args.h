@@ -40,7 +40,7 @@ std::vector<int> parse_batch_sizes(const std::string& list, const std::string& o
 // documents (flops, bytes, weight/kv/activation bytes).
 std::string si(double v);
 std::string types_of(const ModelStats& s);
-nlohmann::ordered_json cost_json(const cpu::Cost& c);
+nlohmann::ordered_json cost_json(const Cost& c);
 nlohmann::ordered_json ceilings_json(const Ceilings& c);
 nlohmann::ordered_json model_json(const std::string& path, const Config& c, const ModelStats& s);  // "model"  // the "ceilings" object of the --json outputs
 

@@ -68,7 +68,7 @@ void print_header_row() {
                 "type", "FLOPs", "weights", "KV cache", "act", "FLOP/B", "bound", "t_min");
 }
 
-void print_row(const std::string& name, const std::string& shape, const std::string& type, const cpu::Cost& c,
+void print_row(const std::string& name, const std::string& shape, const std::string& type, const Cost& c,
                const Ceilings& ceil) {
     const Bound b = roofline_bound(c, ceil);
     char intensity[16] = "-";
@@ -85,7 +85,7 @@ void print_ops(const std::vector<ExplainOp>& ops, const Ceilings& ceil) {
 
 // One pass's totals, and the tokens/s bound they give.
 void print_pass(const std::string& title, const ExplainPhase& p, const Ceilings& ceil) {
-    const cpu::Cost t = p.per_token();
+    const Cost t = p.per_token();
     const double s = min_seconds(p.total, ceil);
     std::printf("%s\n", title.c_str());
     std::printf("  per token: %sFLOP; weights %s, KV cache %s (activations %s); intensity %.2f FLOP/B: %s-bound\n",
@@ -163,8 +163,8 @@ void run_explain(ExplainArgs& a) {
                 e.layers_differ ? " has these ops, some with other weight types" : " is the same");
     print_header_row();
     print_ops(p.layer, ceil);
-    const cpu::Cost layer0 = [&] {
-        cpu::Cost s;
+    const Cost layer0 = [&] {
+        Cost s;
         for (const ExplainOp& op : p.layer) s += op.cost;
         return s;
     }();
