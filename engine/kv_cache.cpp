@@ -39,9 +39,8 @@ KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size, int poo
     bytes_ = size_t(n_layers_) * 2 * size_t(n_blocks_) * size_t(block_size_) * size_t(kv_dim_) * elem_bytes_;
     // Left uninitialized: every slot is written before it is read. On the CPU the pool starts on a
     // 2 MiB boundary and asks for huge pages (best effort: where the kernel has transparent huge
-    // pages), so that a layer's keys and values take a few TLB entries instead of one per 4 KiB:
-    // SmolLM2 Q4_1 decode on a Zen 3, attention 331 -> 286 and 332 -> 287 us a token, 241.5 ->
-    // 245.8 and 239.3 -> 245.1 t/s (two sets of 6 alternating `ridge bench -p 0 -n 128` runs).
+    // pages), so that a layer's keys and values take a few TLB entries instead of one per 4 KiB,
+    // which makes decode's attention faster (docs/measurements/source-comment-history.md).
     if (!allocate) {
         // layout only: no keys or values
     } else if (on_gpu) {

@@ -2,24 +2,22 @@
 // and the failing call with strerror(errno).
 //
 // Huge pages. Decode streams every weight once per token, so the rate at which the mapped file can
-// be read bounds it. Here (2 cores of a shared Zen 3 EPYC, Linux 6.18, ext4) a plain 2-thread read
-// of SmolLM2 Q4_1 through the page cache in 4 KiB pages ran at 21-24 GB/s, and the same bytes held
-// in 2 MiB folios and mapped through 2 MiB page-table entries at 25-32 GB/s (4 alternating pairs).
-// Decode: 11% faster (paired median of 10 alternating runs, 10 of 10 faster). Anonymous memory
-// gains too (8-14% on 2026-12-03, kernels/cpu/probe.cpp), so `ridge probe` reads 2 MiB pages. Fewer
-// TLB misses, and hardware prefetchers that stop at page boundaries, are the likely reasons. The
-// kernel maps a file so when it is read through a mapping marked MADV_HUGEPAGE whose address and
-// file offset agree modulo 2 MiB, if the filesystem keeps large folios (ext4, xfs on recent
-// kernels). A file already in the page cache in small pages stays so, though: just written by
-// unzip, or read by another program (llama.cpp, Python) through plain readahead. So open() looks at
-// every region the cache holds (mincore), and if any is in small pages while the kernel can give
-// huge ones (some other region is huge, or one region dropped and read again comes back huge), the
-// whole file is written back if dirty and dropped (clean pages, read again from disk as the forward
-// pass touches them). On 2026-12-03 a SmolLM2 Q4_1 file that llama.cpp had read was 44 of 97 MB in
-// huge pages when only one region was checked. A kernel or filesystem that cannot costs the re-read
-// of 2 MiB and nothing else. Pages another process has mapped are not dropped: while it keeps part
-// of the file mapped in small pages, each open drops and reads again the rest. huge_page_bytes()
-// says what a mapping got.
+// be read bounds it, and a read is faster when the bytes are held in 2 MiB folios and mapped
+// through 2 MiB page-table entries than through 4 KiB pages; decode is faster for it
+// (docs/measurements/source-comment-history.md). Anonymous memory gains too
+// (kernels/cpu/probe.cpp), so `ridge probe` reads 2 MiB pages. Fewer TLB misses, and hardware
+// prefetchers that stop at page boundaries, are the likely reasons. The kernel maps a file so when
+// it is read through a mapping marked MADV_HUGEPAGE whose address and file offset agree modulo
+// 2 MiB, if the filesystem keeps large folios (ext4, xfs on recent kernels). A file already in the
+// page cache in small pages stays so, though: just written by unzip, or read by another program
+// (llama.cpp, Python) through plain readahead. So open() looks at every region the cache holds
+// (mincore), and if any is in small pages while the kernel can give huge ones (some other region
+// is huge, or one region dropped and read again comes back huge), the whole file is written back
+// if dirty and dropped (clean pages, read again from disk as the forward pass touches them). Every
+// region, not one: a file another program has read can be cached huge in some regions and small
+// in others. A kernel or filesystem that cannot costs the re-read of 2 MiB and nothing else. Pages
+// another process has mapped are not dropped: while it keeps part of the file mapped in small
+// pages, each open drops and reads again the rest. huge_page_bytes() says what a mapping got.
 #include "weights/mapped_file.h"
 
 #include <algorithm>

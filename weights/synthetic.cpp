@@ -131,8 +131,8 @@ public:
         config_ = c;
         // MAP_POPULATE: the kernel backs every page in one call, which on this machine (a VM, where
         // each page fault is costly) is faster than faulting pages in one at a time while copying.
-        // (MADV_HUGEPAGE was tried: with the kernel's defrag set to "madvise" it made the first
-        // touch several times slower, compacting memory for huge pages it could not find.)
+        // No MADV_HUGEPAGE: with the kernel's defrag set to "madvise" it makes the first touch
+        // several times slower, compacting memory for huge pages it cannot find.
         void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         if (p == MAP_FAILED)
             throw Error(label + ": cannot allocate " + gigabytes(bytes) + " for the weights: " + std::strerror(errno));

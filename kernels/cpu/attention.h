@@ -71,8 +71,8 @@ inline bool attention_v2_applies(const AttentionRow* rows, int64_t m) { return r
 // values are gathered once per KV head into panels of 16 columns; a task is a block of 64 query rows
 // and one KV head, the group's query heads stacked into one matrix, so that both products run on
 // all of them with 6 x 16 register tiles (as the prefill matmul v6); the softmax's division comes
-// after P V, once per output element. Same precondition, contract and cost as v2. SmolLM2 F16,
-// pp512, 2 threads: attention ~57 (v2) -> ~90 GFLOP/s, the prompt +10-12%.
+// after P V, once per output element. Same precondition, contract and cost as v2; faster than v2
+// on prompt chunks (docs/measurements/source-comment-history.md).
 AttentionCost attention_v4_tiled(const float* q, const AttentionRow* rows, int64_t m, const KVLayer& kv,
                                  const AttentionShape& s, float* out);
 inline constexpr int64_t kBlockedMinRows = 8;

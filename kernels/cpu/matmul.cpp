@@ -194,11 +194,9 @@ inline void dot_rows(const uint8_t* const* w, const float* x, int64_t k, const f
 
 // F16 / BF16 / F32 rows (no block scale to apply): one weight row at a time, dotted with each of
 // the m rows of X with 4 independent accumulators. The hardware prefetcher follows one stream per
-// core better than four interleaved rows: SmolLM2 F16 decode, 3 alternating runs each, 44-53 t/s
-// against 43-47 (and 29.5 against 20.3 GB/s streaming a 56 MB F16 matrix that stays in this
-// machine's large L3). A software prefetch 2 KiB ahead of the stream helps it further: SmolLM2
-// decode 0.85-0.89x the time for F16 (4 alternating pairs each against none; 1-4 KiB alike, 512 B
-// worse), 0.91x for F32. Each row of X meets the weights in the same order whatever m is.
+// core better than four interleaved rows, and a software prefetch 2 KiB ahead of the stream helps
+// it further (1-4 KiB alike, 512 B worse; docs/measurements/source-comment-history.md). Each row
+// of X meets the weights in the same order whatever m is.
 constexpr size_t kElementsAhead = 2048;
 template <class Dec>
 void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t m, float* Y, int64_t j_begin,

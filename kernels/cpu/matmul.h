@@ -25,7 +25,7 @@
 // the CPU has it, else v1); from there on it takes matmul_tiled (v6, or v2 for F32 weights, used
 // in place).
 // Decode (m = 1) is the same call (matvec). v5 stays as the Eigen baseline v6 is measured against
-// (SmolLM2 pp512, 2 threads: v6 520-560 t/s, its matmuls ~145 GFLOP/s; v5 290-315 t/s, ~72).
+// (bench_matmul runs both).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -97,19 +97,16 @@ Dims check_weight(const TensorView& W, const char* who);
 void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, float* out);
 
 // Weight rows per v5 tile, and the rows of X from which matmul() takes the tiled path: below it
-// the row-exact kernels are faster. Measured as SmolLM2 prefill of p tokens (`ridge bench -p P -n 0
-// -r 5`, 2 threads, the two ways alternating, time of the row-exact path / the tiled one):
+// the row-exact kernels are faster (SmolLM2 prefill of p tokens, 2 threads, the two ways
+// alternating; the ratios are in docs/measurements/source-comment-history.md):
 //   kTiledMinRows, for the f32 row kernels (v3: F16, BF16, F32, and every type under --exact) and
-//   the K-quants: F16 0.71-0.84 at p = 12, 0.88-0.93 at 20, 1.0-1.1 at 24, 1.05-1.18 at 32.
+//   the K-quants: F16's row-exact path is faster up to 20 rows, slower from 24.
 //   kTiledMinRowsInt, for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 on 16-bit integer input (4 weight rows in
-//   lanes): Q4_1 0.75 at 24, 0.69 at 32, 0.94 at 40, 0.97-1.04 at 48; Q8_0 0.62, 0.72, 0.81 at 24,
-//   32, 40; Q5_1 (its high bits cost the kernel more) 0.77 at 24, 0.95 at 32, and at 39 rows about
-//   1.2 times the tiled path's time at 40 (3 alternating sets, medians; 2026-12-03), so its best
-//   cut is nearer 36, left at 40 with the others.
+//   lanes): faster up to 40 rows (about even at 48 for Q4_1); Q5_1 (its high bits cost the kernel
+//   more) crosses nearer 36, and is left at 40 with the others.
 //   kTiledMinRowsIntZmm, the same where the integer kernel has its AVX-512 form (int_zmm_kernel(),
-//   8 weight rows in zmm lanes), against v6's zmm tile, on a Zen 5: Q4_1 0.60 at 40, 0.77 at 64
-//   (medians of 3), 0.90 at 96, 1.07 at 128, 1.10 at 160, 1.14 at 192 (medians of 5); Q8_0 0.49,
-//   0.63, 0.75, 0.86, 0.94 at 40, 64, 96, 128, 192 (medians of 3).
+//   8 weight rows in zmm lanes), against v6's zmm tile, on a Zen 5: Q4_1 crosses between 96 and
+//   128 rows, Q8_0 past 192.
 inline constexpr int64_t kTileRows = 32;
 inline constexpr int64_t kTiledMinRows = 22;
 inline constexpr int64_t kTiledMinRowsInt = 40;

@@ -150,9 +150,9 @@ inline __m512i nibbles_zmm(const uint8_t* qs) {
 // takes 8 * (the sum of the X block's codes) off the integer dot product afterwards, once for all
 // 4 rows: sum (n - 8) q = sum n q - 8 sum q, the same integer (a lane then holds at most
 // 16 * 15 * 32767 + 4 * 32 * 32767 < 2^24 in magnitude). Subtracting 8 from every code instead
-// cost two more instructions per weight row and block: one thread, a 576 x 576 matrix in L2,
-// 14.4 -> 13.1 us a call (Q4_1's is 12.9); SmolLM2 Q4_0 decode 255.1 -> 269.8 t/s (5 alternating
-// pairs, medians). The zmm decoder subtracts the 8 itself, at no cost (gf2p8affine, below).
+// costs two more instructions per weight row and block, which shows in the kernel's time and in
+// decode's (docs/measurements/source-comment-history.md). The zmm decoder subtracts the 8 itself,
+// at no cost (gf2p8affine, below).
 struct IntQ4_0 {
     static constexpr bool kUsesSum = false, kOffsetByCodeSum = true;
     static constexpr int kCodeOffset = 8;
@@ -303,12 +303,9 @@ inline void dot4(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, i
 // ---- the same kernel on AVX-512 registers, 8 weight rows a step ---------------------------------
 // A block's 32 codes fill one zmm of 16-bit lanes, so one madd takes a whole (weight row, block)
 // pair, and the fold and the scaling are shared by 8 rows instead of 4: about 10 instructions a
-// pair in the compiled one-X-row loop, against 16 in dot4's. On a Zen 5 (one thread, bench_matmul,
-// weights in cache) Q8_0 went from 35 to 52 GB/s and Q4_1 from 20 to 25; SmolLM2 Q4_1 decode from
-// a median of 315 to 328 t/s (10 alternating runs, 2 threads): it is mostly waiting on memory.
-// Nibbles through gf2p8affine (two instructions instead of four for Q4_0, three for Q4_1) then
-// took Q4_1 from 28.7 to 31.3 GB/s in the same benchmark (5 alternating runs, a quieter hour), and
-// decode from 395 to 402 t/s (10 alternating runs).
+// pair in the compiled one-X-row loop, against 16 in dot4's. Nibbles go through gf2p8affine (two
+// instructions instead of four for Q4_0, three for Q4_1). Both speed the kernel in cache much more
+// than decode, which mostly waits on memory (docs/measurements/source-comment-history.md).
 
 // 8 int32 vectors p0..p7 (p_r: row r's 16 partial sums) -> lo and hi, whose four 128-bit quarters
 // each hold one partial sum of rows 0-3 (lo) or 4-7 (hi), row r in lane r % 4 of every quarter.
@@ -339,11 +336,9 @@ inline __m128 rows4(__m512 acc, __m256 macc) {
 // (d0 m0 d1 m1 ... d7 m7). With kGather, one gather of each row's 4 bytes at offsets `rows`
 // (w[r] - w[0]) from w[0]'s block, converted at once; else scales4 twice (8 loads, then 6 unpacks
 // and 2 conversions, on the ports that dot8 is short of) and one join. The same values either way.
-// On an Intel Xeon (2026-12-03), one thread in cache (bench_matmul, the two forms interleaved, two
-// passes of 10): Q4_1 about 3% faster (39.6 -> 38.3 us, the mean of four medians), Q8_0 8% (38.0 ->
-// 34.8); SmolLM2 Q4_1 decode not measurably (medians 269.2 -> 274.3 and 248.5 -> 246.4 t/s in two
-// sets of 10 alternating pairs). Where the CPU's gathers are slowed by Intel's GDS mitigation the
-// loads stay (int_form()).
+// The gather is a little faster in cache where gathers run at full speed, decode not measurably
+// (docs/measurements/source-comment-history.md). Where the CPU's gathers are slowed by Intel's GDS
+// mitigation the loads stay (int_form()).
 template <class Dec, bool kGather>
 inline __m512 scales8(const uint8_t* const* w, __m256i rows, int64_t b) {
     if constexpr (kGather) {
@@ -429,29 +424,16 @@ const int32_t* code_sums(const QuantizedRows& X) {
 // takes rows j0 + r g, j0 + r g + 1, ... one after another, so each lane streams one long run of
 // memory, which the hardware prefetchers follow, and the kernel asks for nothing itself; each pass
 // serves every row of X, 2 at a time. A group of neighbouring rows instead reads kRows runs of one
-// row each (360-612 bytes) side by side, which they do not follow: it needed software prefetches
-// 12 rows ahead (without them 2.4 times slower on the Zen 3, and half the speed on a Zen 5), and
-// even so that pattern alone, loads and prefetches without the arithmetic, took 1.12-1.15 times as
-// long as a plain read of the same bytes, the 4 runs 0.91-0.93 times (2 threads, SmolLM2's 30 MB
-// Q8_0 head from DRAM, medians of 100 calls; the Zen 3, 2026-12-03). The head itself went from
-// 1.14-1.16 to 0.96-0.98 times the read; SmolLM2 decode, Q4_1 from 167.6 to 185.0 t/s and Q8_0
-// from 157.7 to 200.6 (8 and 5 alternating pairs, faster in each, medians), Q4_0 (nearer its
-// compute limit) 232.2 to 234.5. With several rows of X (batched decode, short prompts) the runs
-// took SmolLM2 Q4_1's layer matmuls (all 120 calls of a step, 2 threads, from DRAM) 0.92-0.93
-// times the groups' time with 2 rows, 0.93 with 3, 0.97 with 4 and 8, and 1.00 with 6 and 16,
-// where the arithmetic sets the pace (medians of 20 paired rounds, the Zen 3, 2026-12-03).
-// On zmm (dot8, 8 runs), an Intel Xeon with AVX-512 (2026-12-03, 2 threads): the decode matmuls
-// of `build/bench_stream` 4.04-4.28 -> 3.73-3.95 ms a step (4 alternating pairs, faster in each),
-// SmolLM2 Q4_1 decode 191-217 -> 221-240 t/s (4 alternating pairs, faster in each). The groups of
-// neighbours with prefetch had been tuned on a Zen 5, where the runs are untried.
+// row each (360-612 bytes) side by side, which they do not follow: it needs software prefetches,
+// and even with them reads more slowly than a plain read of the same bytes, where the runs read
+// faster. Decode is faster with the runs (ymm on a Zen 3, zmm on a Xeon); with several rows of X
+// the gain shrinks to nothing where the arithmetic sets the pace
+// (docs/measurements/source-comment-history.md).
 //
 // The loops read W and X through locals: Y's stores go through intrinsics, which may alias
 // anything, and the compiler would otherwise reload W's and X's fields at every group. The runs go
-// straight to the kernel, outside for_row_groups: decode's same loop inside for_row_groups (its
-// functors by value) ran 3% slower, 13.2 against 12.9 us a call. On the Zen 3, one thread, a 576 x
-// 576 Q4_1 matrix in L2, with the file's loops 64-byte aligned (see CMakeLists.txt): 13.75 -> 12.85
-// us a call (1.32 -> 1.24 ns a block); SmolLM2 Q4_1 decode 260.4 -> 266.8 t/s (6 alternating pairs,
-// medians).
+// straight to the kernel, outside for_row_groups, whose functors (taken by value) make the same
+// loop slower.
 template <class Dec, IntForm F>
 void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
     constexpr int kRows = kRowsOf<F>;

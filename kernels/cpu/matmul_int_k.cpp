@@ -243,10 +243,9 @@ void dot_rows(const uint8_t* const* w, const XRow* x, int64_t nsb, float* y, int
 // As matmul_int.cpp's v4_rows, the share is read as 4 runs of whole rows, one per weight row of a
 // pass: with g = (j1 - j0) / 4, pass i takes rows j0 + r g + i, r = 0..3, so each of the 4 streams
 // one long run of memory, which the hardware prefetchers follow. Groups of 4 neighbouring rows
-// (with no prefetch of their own) took twice as long: SmolLM2's 30 ffn_down matrices of a Q4_K_M
-// file from llama-quantize (1536 x 576, Q4_K and Q6_K, 18 MB, from DRAM, 2 threads; medians of 30
-// paired rounds, the Zen 3, 2026-12-03) in 0.48 of the groups' time with 1 row of X, 0.59 with 2,
-// 0.71 with 4. Each row's sums are its own (no lanes shared), so the output is the same either way.
+// (with no prefetch of their own) take up to twice as long from DRAM
+// (docs/measurements/source-comment-history.md). Each row's sums are its own (no lanes shared), so
+// the output is the same either way.
 template <class Dec>
 void v4_k_rows(const TensorView& W, const XPrepared& xp, float* Y, int64_t j0, int64_t j1) {
     const int64_t n = W.ne(1), nsb = xp.x->k / QK_K;

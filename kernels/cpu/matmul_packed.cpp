@@ -2,13 +2,12 @@
 //
 //   X is packed once per call into panels of kMr = 6 rows, column by column (xp[c*6 + r]).
 //   OpenMP hands out W's panels of kNr = 16 rows (32 where the build has AVX-512) one at a time,
-//   as threads come free (a static split left the quicker core of a shared machine waiting: 5-9%
-//   slower in bench_matmul, F16, SmolLM2's shapes, m = 512); each panel is dequantized once,
-//   packed the same way (wp[c*kNr + j]) and multiplied by every X panel with a 6 x kNr register
-//   tile: per column c, two vectors of 8 (16) weights, six broadcast activations, twelve FMAs into
-//   twelve accumulators (the 12 independent chains keep both FMA units busy through their
-//   latency). On a Zen 5 the zmm tile took SmolLM2 prefill (`ridge bench -p 512 -n 0`, 2 threads,
-//   4 alternating runs) from 820 to 1320 t/s (F16) and from 830 to 1350 (Q4_1).
+//   as threads come free (a static split leaves the quicker core of a shared machine waiting);
+//   each panel is dequantized once, packed the same way (wp[c*kNr + j]) and multiplied by every X
+//   panel with a 6 x kNr register tile: per column c, two vectors of 8 (16) weights, six broadcast
+//   activations, twelve FMAs into twelve accumulators (the 12 independent chains keep both FMA
+//   units busy through their latency). The zmm tile is much the faster where the build has
+//   AVX-512 (docs/measurements/source-comment-history.md).
 //
 // Every output element is a single FMA chain over c = 0 .. k-1 in order, so its rounding does not
 // depend on m, on the panel it falls in, or on the other rows: unlike a library GEMM, whose blocking

@@ -65,10 +65,8 @@ double probe_sum(const float* x, size_t n) {
 std::vector<ProbeSample> probe_read_bandwidth(size_t bytes, int reps, int threads, size_t* huge_page_bytes) {
     size_t n = bytes / sizeof(float) / 32 / size_t(threads) * 32 * size_t(threads);  // floats
     // In 2 MiB pages where the kernel gives them, as the weights and the KV cache are: the probe is
-    // the ceiling of a decode step that streams them. Here (a Zen 3 VM, 2026-12-03) a 2-thread read
-    // of 256 MiB ran 8-15% faster in 2 MiB pages than in 4 KiB ones in each of 8 runs of 15
-    // alternating reads (medians 23.2-28.9 against 20.2-26.4 GB/s), and of 1 GiB (the probe's
-    // size) 6-9% faster in each of 3 (28.7-31.3 against 26.6-28.7).
+    // the ceiling of a decode step that streams them, and a read in 2 MiB pages is faster than in
+    // 4 KiB ones (docs/measurements/source-comment-history.md).
     const size_t alloc = (n * sizeof(float) + kHugePage - 1) / kHugePage * kHugePage;
     std::unique_ptr<float, FreeDeleter> buf(static_cast<float*>(std::aligned_alloc(kHugePage, alloc)));
     if (!buf) return {};
