@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/ceilings.h"
+#include "measure/ceilings.h"
 #include "engine/model.h"
 #include "kernels/cpu/matmul.h"
 #include "weights/error.h"

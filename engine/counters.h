@@ -131,7 +131,7 @@ struct Counters {
     void clear() { *this = Counters{}; }
 };
 
-// How forward() and forward_gpu record their kernel calls: add() gives a call that has just
+// How forward() records its kernel calls: add() gives a call that has just
 // finished its cost and the wall time since the previous record (the kernels run one after
 // another). `drain` runs before each clock reading (the GPU waits for its stream there). With
 // counters == nullptr nothing is recorded and no clock is read.

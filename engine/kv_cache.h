@@ -20,7 +20,7 @@ public:
 
     // Room for pool_tokens tokens in all (rounded up to whole blocks; 0 means n_ctx), shared by the
     // sequences, each of which may hold up to n_ctx tokens; type F32 or F16.
-    // on_gpu: the keys and values live in CUDA device memory (a model placed with to_gpu, engine/gpu.h);
+    // on_gpu: the keys and values live in CUDA device memory (an Engine on --device cuda);
     // layer() then gives device pointers. ridge::Error when this build or machine has no CUDA.
     KVCache(const Config& config, int n_ctx, DType type, int block_size = kDefaultBlockSize, int pool_tokens = 0,
             bool on_gpu = false);

@@ -1,7 +1,7 @@
 // run_batch_bench (see batch_bench.h): per B one Session whose KV cache holds B * (p + n) tokens,
 // the B prompts prefilled once, then a warm-up and `reps` timed runs of n batched decode steps,
 // each run starting again from the prompts (KVCache::truncate); costs from the counters.
-#include "engine/batch_bench.h"
+#include "measure/batch_bench.h"
 
 #include <omp.h>
 #include <unistd.h>

@@ -7,8 +7,8 @@
 #include <optional>
 #include <vector>
 
-#include "engine/bench.h"
-#include "engine/ceilings.h"
+#include "measure/bench.h"
+#include "measure/ceilings.h"
 #include "engine/counters.h"
 #include "engine/engine.h"
 #include "weights/types.h"

@@ -1,7 +1,7 @@
 // run_bench (see bench.h): one Session, the prefill and decode tests each run once to warm up and
 // then `reps` times on a fresh sequence; tokens/s from the wall time around the timed calls, costs
 // from the counters, bounds from the ceilings.
-#include "engine/bench.h"
+#include "measure/bench.h"
 
 #include <omp.h>
 #include <sys/resource.h>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/ceilings.h"
+#include "measure/ceilings.h"
 #include "engine/counters.h"
 #include "engine/engine.h"
 #include "weights/types.h"

@@ -1,7 +1,7 @@
 // Ceilings (see ceilings.h): measuring this machine's roofline with the probes of kernels/cpu/probe.h
 // and the engine's own f32 matmul, and keeping the result as a small JSON file (nlohmann-json).
 // A missing file is "not measured yet"; a file that is there but unreadable is a one-line Error.
-#include "engine/ceilings.h"
+#include "measure/ceilings.h"
 
 #include <omp.h>
 

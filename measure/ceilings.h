@@ -8,7 +8,7 @@
 namespace ridge {
 
 // How the CPU probe measures, for telling saved files of an older way: 2 since its bandwidth buffer
-// asks for 2 MiB pages (1: 4 KiB pages, which here read 6-15% slower than the weights' mapping).
+// asks for 2 MiB pages (1: 4 KiB pages, which read slower than the weights' mapping).
 inline constexpr int kProbeVersion = 2;
 
 struct Ceilings {

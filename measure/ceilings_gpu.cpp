@@ -4,7 +4,7 @@
 #include <ctime>
 #include <string>
 
-#include "engine/ceilings.h"
+#include "measure/ceilings.h"
 #include "weights/error.h"
 
 #if RIDGE_HAVE_CUDA

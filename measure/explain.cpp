@@ -1,7 +1,7 @@
 // Explain (see explain.h): runs forward() through the costs-only backend (engine/backend_cost.cpp)
 // for the given rows and positions, names and shapes each op it called, and sums them per layer
 // and pass. Nothing here runs a kernel: the op list is forward()'s own.
-#include "engine/explain.h"
+#include "measure/explain.h"
 
 #include <algorithm>
 #include <initializer_list>

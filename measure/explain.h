@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/ceilings.h"
+#include "measure/ceilings.h"
 #include "engine/counters.h"
 #include "engine/engine.h"
 #include "kernels/types.h"

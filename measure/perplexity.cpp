@@ -1,6 +1,6 @@
 // Perplexity (see perplexity.h): windows of n_ctx tokens through forward(), logits only for the
 // scored second half of each window, NLL summed in double.
-#include "engine/perplexity.h"
+#include "measure/perplexity.h"
 
 #include <algorithm>
 #include <cerrno>

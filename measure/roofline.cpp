@@ -1,6 +1,6 @@
 // The roofline plot (see roofline.h): axes fitted to whole decades, the roofs drawn as clipped
 // line segments in log-log space, one marker and label per point (labels nudged apart), a legend.
-#include "engine/roofline.h"
+#include "measure/roofline.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/batch_bench.h"
-#include "engine/bench.h"
-#include "engine/ceilings.h"
+#include "measure/batch_bench.h"
+#include "measure/bench.h"
+#include "measure/ceilings.h"
 
 namespace ridge {
 

@@ -1,7 +1,7 @@
 // Running the ridge program from a test: arguments quoted for the shell, environment variables set
 // for that run only, standard input from a string, stdout and stderr captured through per-process
 // temporary files (ctest runs the cases of one file as parallel processes), and a probe file
-// (engine/ceilings.h's JSON) written by hand so that bench, explain and roofline compare with known
+// (measure/ceilings.h's JSON) written by hand so that bench, explain and roofline compare with known
 // ceilings instead of measuring them. Also readers for `ridge info`'s "label: number" lines and
 // its by-type table.
 #pragma once

@@ -8,7 +8,7 @@
 #include <regex>
 
 #include "cli_test_util.h"
-#include "engine/perplexity.h"
+#include "measure/perplexity.h"
 #include "engine_test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/gguf.h"

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
-#include "engine/ceilings.h"
+#include "measure/ceilings.h"
 
 namespace {
 

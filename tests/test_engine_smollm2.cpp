@@ -15,7 +15,7 @@
 
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "engine/perplexity.h"
+#include "measure/perplexity.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "kernels/cpu/matmul.h"

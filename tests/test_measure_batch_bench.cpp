@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/batch_bench.h"
+#include "measure/batch_bench.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "kernels/cpu/matmul.h"

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/bench.h"
-#include "engine/explain.h"
+#include "measure/bench.h"
+#include "measure/explain.h"
 #include "engine/model.h"
 #include "weights/error.h"
 #include "weights/model_file.h"

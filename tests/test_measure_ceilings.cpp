@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/ceilings.h"
+#include "measure/ceilings.h"
 #include "engine_test_util.h"
 #include "weights/error.h"
 

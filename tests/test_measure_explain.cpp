@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/explain.h"
+#include "measure/explain.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/session.h"

@@ -1,4 +1,4 @@
-// Perplexity (engine/perplexity.h) against a count made independently: every window decoded one
+// Perplexity (measure/perplexity.h) against a count made independently: every window decoded one
 // token at a time through a Session, the NLL of each scored position summed by hand; BOS written
 // over each window's first token; KL divergence on hand-worked distributions; the --kl-base file
 // round trip; bad options.
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/perplexity.h"
+#include "measure/perplexity.h"
 #include "engine/session.h"
 #include "engine_test_util.h"
 #include "tokenizer/tokenizer.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/roofline.h"
+#include "measure/roofline.h"
 #include "svg_test_util.h"
 
 namespace ridge {

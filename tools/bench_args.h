@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/bench.h"
-#include "engine/ceilings.h"
+#include "measure/bench.h"
+#include "measure/ceilings.h"
 #include "tools/model_args.h"
 #include "weights/model_stats.h"
 

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/batch_bench.h"
+#include "measure/batch_bench.h"
 #include "engine/model.h"
 #include "tools/bench_args.h"
 #include "tools/commands.h"
@@ -193,7 +193,7 @@ void register_batch_bench(CLI::App& app) {
     });
     sub->add_option("--kv-type", cmd->kv_type, "KV cache element type: f32 or f16")->capture_default_str();
     sub->add_option("--seed", cmd->opt.seed, "seed of the random prompt and decode token ids")->capture_default_str();
-    sub->add_flag("--json", cmd->json, "print one JSON document (README: ridge batch-bench)");
+    sub->add_flag("--json", cmd->json, "print one JSON document (fields: docs/measuring.md)");
     sub->footer("Each B gets a KV cache of B x (p + n) tokens. The bound is min(peak, I x bandwidth) from the\n"
                 "ceilings `ridge probe -t N` saved (measured now when there are none).");
     sub->callback([cmd] { run(*cmd); });

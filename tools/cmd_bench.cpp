@@ -2,7 +2,7 @@
 // llama-bench-style prefill (ppP) and decode (tgN) tests with, for each, tokens/s (median and
 // spread), FLOPs and bytes per token from the counters, achieved GB/s and GFLOP/s, arithmetic
 // intensity and the share of the roofline bound reached. A Markdown table, or one JSON document
-// (fields: README "ridge bench --json fields").
+// (fields: docs/measuring.md, "ridge bench --json fields").
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/bench.h"
-#include "engine/ceilings.h"
+#include "measure/bench.h"
+#include "measure/ceilings.h"
 #include "engine/model.h"
 #include "tools/bench_args.h"
 #include "tools/commands.h"
@@ -156,7 +156,7 @@ void run(BenchCommand& cmd) {
 
     const double huge_bytes = double(file->huge_page_bytes());  // after the tests: what they read through
     // Weights that fit in the CPU's last-level cache can be read from it faster than the probe's
-    // read from memory, so % of bound can pass 100 (README: Measured here).
+    // read from memory, so % of bound can pass 100 (docs/measuring.md).
     const double cache_bytes = engine.on_gpu() ? 0.0 : double(last_level_cache_bytes());
     const bool weights_fit_in_cache = cache_bytes > 0 && double(stats.weight_bytes) <= cache_bytes;
     if (cmd.json) {
@@ -232,7 +232,7 @@ void register_bench(CLI::App& app) {
     CLI::App* sub = app.add_subcommand(
         "bench", "llama-bench-style prefill/decode speed, with FLOPs, bytes and the roofline bound per token");
     cmd->args.add_options(sub);
-    sub->add_flag("--json", cmd->json, "print one JSON document (README: ridge bench --json fields)");
+    sub->add_flag("--json", cmd->json, "print one JSON document (fields: docs/measuring.md)");
     sub->add_flag("--no-count", cmd->no_count,
                   "timed runs without counters (measures what counting costs; costs come from the warm-up)");
     sub->add_flag("--probe-now", cmd->probe_now,

@@ -1,7 +1,7 @@
 // `ridge explain -m MODEL [-T TOKENS] [-c CONTEXT] [-t THREADS]`: the roofline on paper. Every op of
 // one layer and of the output head with its shape, FLOPs, bytes, intensity and whether it is
 // memory- or compute-bound on this machine; per-token totals for a prefill of T tokens and a decode
-// step at context c; the KV cache and the memory needed to run. Numbers from engine/explain.h.
+// step at context c; the KV cache and the memory needed to run. Numbers from measure/explain.h.
 #include <omp.h>
 
 #include <cstdio>
@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "engine/ceilings.h"
-#include "engine/explain.h"
+#include "measure/ceilings.h"
+#include "measure/explain.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
 #include "weights/error.h"

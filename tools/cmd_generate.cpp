@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/bench.h"
-#include "engine/ceilings.h"
+#include "measure/bench.h"
+#include "measure/ceilings.h"
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/sampler.h"

@@ -1,5 +1,5 @@
 // `ridge perplexity`: perplexity of a model over a text file in windows of -c tokens, scored as
-// llama.cpp's llama-perplexity does (engine/perplexity.h), with progress on standard error. With
+// llama.cpp's llama-perplexity does (measure/perplexity.h), with progress on standard error. With
 // --kl-base FILE it also saves every scored position's log-probabilities; with --kl FILE it
 // compares this run against such a file: mean KL divergence and top-1 agreement.
 #include <omp.h>
@@ -16,7 +16,7 @@
 
 #include "engine/engine.h"
 #include "engine/model.h"
-#include "engine/perplexity.h"
+#include "measure/perplexity.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 #include "tools/commands.h"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/ceilings.h"
+#include "measure/ceilings.h"
 #include "engine/gpu.h"
 #include "kernels/cpu/probe.h"
 #include "tools/commands.h"

@@ -2,8 +2,8 @@
 // [--batch 1,4,16,64]`: the roofline drawn with real measurements. The roof is this machine's
 // bandwidth slope and FMA ceiling (`ridge probe`'s saved ceilings, measured now if none); the points
 // are a short bench run (prefill and decode at their median speed, each matmul kind and attention
-// per phase) and, with --batch, a batched decode point per B (engine/batch_bench.h, same -p -n -r).
-// One self-contained SVG (engine/roofline.h), and a summary of the points on stdout.
+// per phase) and, with --batch, a batched decode point per B (measure/batch_bench.h, same -p -n -r).
+// One self-contained SVG (measure/roofline.h), and a summary of the points on stdout.
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -18,10 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/batch_bench.h"
-#include "engine/bench.h"
+#include "measure/batch_bench.h"
+#include "measure/bench.h"
 #include "engine/model.h"
-#include "engine/roofline.h"
+#include "measure/roofline.h"
 #include "tools/bench_args.h"
 #include "tools/commands.h"
 #include "weights/error.h"

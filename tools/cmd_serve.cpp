@@ -24,7 +24,7 @@
 
 #include <httplib.h>
 
-#include "engine/ceilings.h"
+#include "measure/ceilings.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
