@@ -201,6 +201,7 @@ Explain explain_model(const ModelFile& file, const ExplainOptions& opt) {
     e.kv_bytes_f32 = uint64_t(KVCache::bytes_per_token(c, DType::F32)) * uint64_t(e.n_ctx);
     e.kv_bytes_f16 = uint64_t(KVCache::bytes_per_token(c, DType::F16)) * uint64_t(e.n_ctx);
     e.activation_bytes = workspace_bytes(c, opt.tokens, 1);
+    e.plan = describe_plan(engine.plan());
     return e;
 }
 

@@ -63,6 +63,7 @@ struct Explain {
     uint64_t kv_bytes_f32 = 0;     // KV cache at n_ctx positions, f32 values
     uint64_t kv_bytes_f16 = 0;     // the same with f16 values
     uint64_t activation_bytes = 0; // forward()'s workspace for T rows (workspace_bytes)
+    std::vector<std::string> plan; // the kernel of every matrix, decided at load (describe_plan)
     uint64_t memory_bytes() const;  // weights + KV cache (opt.kv_type) + activations
 };
 

@@ -169,3 +169,24 @@ TEST(CliExplain, BadInputGivesOneLineAndNonZeroExit) {
 }
 
 }  // namespace
+
+// The plan explain prints follows --exact and --device: f32 rows and the f32 threshold under
+// --exact, the GPU's matvec and tiled kernel on cuda (planned without a GPU: nothing runs).
+TEST(CliExplain, PrintsThePlanForTheOptionsGiven) {
+    const RunResult fast = explain({"--bandwidth", "10", "--peak", "50"}, cli_test::scratch("absent/probe.json"));
+    ASSERT_EQ(fast.rc, 0) << fast.err;
+    EXPECT_NE(fast.out.find("  device cpu\n  q,k,v,o,gate,up,down Q4_1: rows v4_int (int16 input"), std::string::npos)
+        << fast.out;
+    const RunResult exact = explain({"--exact", "--bandwidth", "10", "--peak", "50"}, cli_test::scratch("absent/probe.json"));
+    ASSERT_EQ(exact.rc, 0) << exact.err;
+    EXPECT_NE(exact.out.find("  device cpu, --exact (f32 activations)\n"), std::string::npos) << exact.out;
+    EXPECT_NE(exact.out.find("  q,k,v,o,gate,up,down Q4_1: rows v3_simd; tiled v6_packed from 22 rows\n"),
+              std::string::npos)
+        << exact.out;
+    const RunResult gpu = explain({"--device", "cuda", "--bandwidth", "3000", "--peak", "60000"},
+                                  cli_test::scratch("absent/probe.json"));
+    ASSERT_EQ(gpu.rc, 0) << gpu.err;
+    EXPECT_NE(gpu.out.find("  q,k,v,o,gate,up,down Q4_1: rows cuda matvec; tiled cuda v3_regblock from 16 rows\n"),
+              std::string::npos)
+        << gpu.out;
+}

@@ -201,6 +201,8 @@ void run_explain(ExplainArgs& a) {
     if (c.n_ctx_train > 0 && e.n_ctx > c.n_ctx_train)
         std::printf("note: context %lld is past the %d positions the model was trained for\n", (long long)e.n_ctx,
                     c.n_ctx_train);
+    std::printf("kernels (planned at load; rows: decode rows and short prompts, tiled: prompt chunks):\n");
+    for (const std::string& line : e.plan) std::printf("  %s\n", line.c_str());
 }
 
 }  // namespace

@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <string>
 
+#include "engine/engine.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
+#include "weights/error.h"
 #include "weights/model_file.h"
 #include "weights/model_stats.h"
 
@@ -92,6 +94,15 @@ void print_info(const ModelArgs& args, bool list_metadata, bool list_tensors) {
                 s.embedding_row_bytes);
     std::printf("kv cache bytes per token: f32 %" PRIu64 ", f16 %" PRIu64 "\n", s.kv_bytes_per_token_f32,
                 s.kv_bytes_per_token_f16);
+    // The plan of every matrix on this CPU (ridge explain shows --exact's and cuda's); a file ridge
+    // cannot run (another architecture, a vocabulary without weights) says why instead.
+    try {
+        const Model model = Model::from_file(*m);
+        std::printf("kernels (planned at load; rows: decode rows and short prompts, tiled: prompt chunks):\n");
+        for (const std::string& line : describe_plan(make_plan(model, RunOptions{}))) std::printf("  %s\n", line.c_str());
+    } catch (const Error& e) {
+        std::printf("kernels: none planned (%s)\n", e.what());
+    }
 
     if (list_metadata && m->gguf()) {
         std::printf("metadata:\n");
