@@ -22,6 +22,7 @@
 #include "engine/session.h"
 #include "weights/error.h"
 #include "weights/model_file.h"
+#include "tests/test_paths.h"
 
 namespace {
 

@@ -37,6 +37,7 @@
 #include "kernels/cpu/matmul.h"
 #include "weights/error.h"
 #include "weights/model_file.h"
+#include "tests/test_paths.h"
 
 namespace {
 

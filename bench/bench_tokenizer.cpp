@@ -11,6 +11,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "weights/gguf.h"
+#include "tests/test_paths.h"
 
 namespace {
 

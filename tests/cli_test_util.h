@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include "test_paths.h"
 
 namespace cli_test {
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
+#include "test_paths.h"
 
 namespace {
 

@@ -18,6 +18,7 @@
 
 #include "cli_test_util.h"
 #include "engine_test_util.h"
+#include "test_paths.h"
 
 namespace {
 

@@ -11,6 +11,7 @@
 
 #include "cli_test_util.h"
 #include "engine/gpu.h"
+#include "test_paths.h"
 
 namespace ridge {
 namespace {

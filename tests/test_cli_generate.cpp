@@ -17,6 +17,7 @@
 #include "cli_test_util.h"
 #include "weights/model_file.h"
 #include "weights/model_stats.h"
+#include "test_paths.h"
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include "engine_test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/gguf.h"
+#include "test_paths.h"
 
 namespace ridge {
 namespace {

@@ -13,6 +13,7 @@
 
 #include "cli_test_util.h"
 #include "measure/ceilings.h"
+#include "test_paths.h"
 
 namespace {
 

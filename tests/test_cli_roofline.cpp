@@ -17,6 +17,7 @@
 
 #include "cli_test_util.h"
 #include "svg_test_util.h"
+#include "test_paths.h"
 
 namespace {
 

@@ -32,6 +32,7 @@
 #include "cli_test_util.h"
 #include "engine_test_util.h"
 #include "tools/serve_api.h"
+#include "test_paths.h"
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli_test_util.h"
+#include "test_paths.h"
 
 namespace {
 

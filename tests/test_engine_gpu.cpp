@@ -14,6 +14,7 @@
 #include "engine/session.h"
 #include "engine_test_util.h"
 #include "weights/error.h"
+#include "test_paths.h"
 
 namespace ridge {
 namespace {

@@ -19,6 +19,7 @@
 #include "tokenizer/tokenizer.h"
 #include "weights/error.h"
 #include "weights/model_file.h"
+#include "test_paths.h"
 
 namespace ridge {
 namespace {

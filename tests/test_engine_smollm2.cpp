@@ -23,6 +23,7 @@
 #include "engine_test_util.h"
 #include "kernel_test_util.h"
 #include "weights/model_file.h"
+#include "test_paths.h"
 
 
 namespace ridge {

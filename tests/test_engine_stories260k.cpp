@@ -14,6 +14,7 @@
 #include "kernel_test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/model_file.h"
+#include "test_paths.h"
 
 namespace ridge {
 namespace {

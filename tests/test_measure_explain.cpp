@@ -20,6 +20,7 @@
 #include "weights/model_stats.h"
 
 #include "engine_test_util.h"
+#include "test_paths.h"
 
 namespace ridge {
 namespace {

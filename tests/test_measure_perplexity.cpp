@@ -15,6 +15,7 @@
 #include "tokenizer/tokenizer.h"
 #include "weights/error.h"
 #include "weights/gguf.h"
+#include "test_paths.h"
 
 namespace ridge {
 namespace {

@@ -10,6 +10,7 @@
 #include "tokenizer/vocab.h"
 #include "weights/error.h"
 #include "weights/gguf.h"
+#include "test_paths.h"
 
 namespace {
 

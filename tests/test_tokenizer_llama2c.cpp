@@ -11,6 +11,7 @@
 #include "tokenizer/tokenizer.h"
 #include "weights/error.h"
 #include "weights/gguf.h"
+#include "test_paths.h"
 
 namespace {
 

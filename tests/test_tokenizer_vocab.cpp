@@ -9,6 +9,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "weights/gguf.h"
+#include "test_paths.h"
 
 namespace {
 

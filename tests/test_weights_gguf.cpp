@@ -18,6 +18,7 @@
 #include "weights/config.h"
 #include "weights/gguf.h"
 #include "weights/model_file.h"
+#include "test_paths.h"
 
 using namespace ridge;
 

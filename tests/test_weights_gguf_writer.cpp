@@ -23,6 +23,7 @@
 #include "weights/gguf_writer.h"
 #include "weights/quant.h"
 #include "weights/quantize_model.h"
+#include "test_paths.h"
 
 using namespace ridge;
 

@@ -13,6 +13,7 @@
 
 #include "weights/llama2c.h"
 #include "weights/model_file.h"
+#include "test_paths.h"
 
 using namespace ridge;
 

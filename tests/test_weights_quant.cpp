@@ -18,6 +18,7 @@
 #include "weights/blocks.h"
 #include "weights/error.h"
 #include "weights/quant.h"
+#include "test_paths.h"
 
 using namespace ridge;
 
