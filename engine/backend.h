@@ -51,9 +51,13 @@ public:
     // Places a batch: buffers for its rows, each row's KV slot and the keys it may see, its token
     // and position where the kernels read them, and the rows cut into runs (Plan::tiled_min_rows).
     virtual Activations begin(const Batch& batch, KVCache& cache, Workspace& ws) = 0;
-    // Runs `ops`, every op of the pass queued through this backend. `replayable`: no counters and
-    // no dumps need each op to run from the host, so a GPU may capture the pass once and replay it.
-    virtual void run(bool replayable, const std::function<void()>& ops) { ops(); }
+    // Runs `ops`, every op of the pass queued through this backend. `replayable`: nothing needs
+    // each op to run from the host (no dumps, no per-op times), so a GPU may capture the pass once
+    // and replay it. Returns whether `ops` ran (false: the pass was replayed from a graph).
+    virtual bool run(bool replayable, const std::function<void()>& ops) {
+        ops();
+        return true;
+    }
     // Finishes the pass: the logits rows in ws.logits (host memory).
     virtual void end(Workspace& ws) = 0;
     // Waits for queued work (before a clock reading) and copies n floats to host memory (dumps).

@@ -12,23 +12,23 @@ class CostBackend final : public Backend {
 public:
     explicit CostBackend(const Engine& engine) : engine_(engine), c_(engine.config()) {}
 
-    Activations begin(const Batch& batch, KVCache&, Workspace& ws) override {
+    // The batch's runs as the engine's backend cuts them; the Workspace is left as it is (a GPU
+    // pass replayed from a graph is counted here while its logits are still to be read).
+    Activations begin(const Batch& batch, KVCache&, Workspace&) override {
         const int64_t m = batch.size();
         int64_t m_out = 0;
         for (uint8_t w : batch.want_logits) m_out += w ? 1 : 0;
-        ws.n_logit_rows = 0;  // no logits are computed
-        ws.n_vocab = c_.n_vocab;
-        ws.out_seq.resize(size_t(m_out)), ws.out_pos.resize(size_t(m_out));
+        out_seq_.resize(size_t(m_out)), out_pos_.resize(size_t(m_out));
         const int64_t min_tiled = engine_.plan().tiled_min_rows;
-        split_runs(batch.seq.data(), batch.pos.data(), m, min_tiled, ws.runs);
+        split_runs(batch.seq.data(), batch.pos.data(), m, min_tiled, runs_);
         for (int64_t i = 0, r = 0; i < m; i++)
-            if (batch.want_logits[size_t(i)]) ws.out_seq[size_t(r)] = batch.seq[size_t(i)], ws.out_pos[size_t(r)] = batch.pos[size_t(i)], r++;
-        split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, min_tiled, ws.out_runs);
+            if (batch.want_logits[size_t(i)]) out_seq_[size_t(r)] = batch.seq[size_t(i)], out_pos_[size_t(r)] = batch.pos[size_t(i)], r++;
+        split_runs(out_seq_.data(), out_pos_.data(), m_out, min_tiled, out_runs_);
         pos_ = batch.pos.data();
         m_ = m;
         Activations a;  // no buffers: every pointer stays null
         a.m = m, a.m_out = m_out;
-        a.runs = &ws.runs, a.out_runs = &ws.out_runs;
+        a.runs = &runs_, a.out_runs = &out_runs_;
         return a;
     }
     void end(Workspace&) override {}
@@ -68,6 +68,8 @@ private:
     const Config& c_;
     const int32_t* pos_ = nullptr;  // (m) the batch's positions
     int64_t m_ = 0;
+    std::vector<RowRun> runs_, out_runs_;        // the rows as runs, and the logits rows
+    std::vector<int32_t> out_seq_, out_pos_;     // (m_out) the logits rows' sequences and positions
 };
 
 }  // namespace

@@ -202,11 +202,17 @@ public:
         return a;
     }
 
-    void run(bool replayable, const std::function<void()>& ops) override {
-        if (replayable && engine_.options().graph && all_row_exact_)
-            graph_.run(*stream_, key_, ops);
-        else
+    bool run(bool replayable, const std::function<void()>& ops) override {
+        if (!replayable || !engine_.options().graph || !all_row_exact_) {
             ops();
+            return true;
+        }
+        bool ran = false;
+        graph_.run(*stream_, key_, [&] {
+            ran = true;  // captured now: the ops run (under capture)
+            ops();
+        });
+        return ran;
     }
     void end(Workspace& ws) override {
         stream_->sync();  // the pass is done (and any error inside a kernel surfaces here)

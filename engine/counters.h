@@ -134,14 +134,18 @@ struct Counters {
 // How forward() records its kernel calls: add() gives a call that has just
 // finished its cost and the wall time since the previous record (the kernels run one after
 // another). `drain` runs before each clock reading (the GPU waits for its stream there). With
-// counters == nullptr nothing is recorded and no clock is read.
+// counters == nullptr nothing is recorded and no clock is read; with timed == false the costs are
+// recorded with no time and no clock is read either (a GPU pass replayed from a CUDA graph, whose
+// ops run without the host).
 class CallRecorder {
 public:
-    explicit CallRecorder(Counters* counters, std::function<void()> drain = {})
-        : counters_(counters), drain_(std::move(drain)), last_(counters ? Clock::now() : Clock::time_point{}) {}
+    explicit CallRecorder(Counters* counters, std::function<void()> drain = {}, bool timed = true)
+        : counters_(counters), drain_(std::move(drain)), timed_(timed),
+          last_(counters && timed ? Clock::now() : Clock::time_point{}) {}
     bool on() const { return counters_ != nullptr; }
-    // Seconds since the previous reading (call only when on()).
+    // Seconds since the previous reading (call only when on()); 0 when not timed.
     double elapsed() {
+        if (!timed_) return 0;
         if (drain_) drain_();
         const Clock::time_point now = Clock::now();
         const double s = std::chrono::duration<double>(now - last_).count();
@@ -168,6 +172,7 @@ private:
     using Clock = std::chrono::steady_clock;
     Counters* counters_;
     std::function<void()> drain_;
+    bool timed_;
     Clock::time_point last_;
 };
 

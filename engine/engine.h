@@ -25,6 +25,10 @@ struct RunOptions {
     Device device = Device::Cpu;
     int gpu = 0;        // the CUDA device index
     bool graph = true;  // on a GPU: decode steps replay a captured CUDA graph (--no-graph: launch each kernel)
+    // On a GPU, the wall time of every op (--profile): the stream is drained after each, and no
+    // graph is replayed. Without it a GPU pass counts every op's FLOPs and bytes, and only the
+    // pass's time. (On the CPU every counted op is timed.)
+    bool profile = false;
 };
 
 // The plan of one weight matrix W (n, k) in Y = X . W^T.

@@ -77,8 +77,9 @@ struct Out {
 // (layer, op) when counting and writing its output as "layer.<l>.<name>" when dumping.
 class Pass {
 public:
-    Pass(Backend& be, const Config& c, int64_t m, Counters* counters, Dumper* dump)
-        : be_(be), c_(c), m_(m), dump_(dump), rec_(counters, [&be] { be.sync(); }) {}
+    // timed: each op's wall time is recorded (the backend drained before each clock reading).
+    Pass(Backend& be, const Config& c, int64_t m, Counters* counters, Dumper* dump, bool timed)
+        : be_(be), c_(c), m_(m), dump_(dump), rec_(counters, [&be] { be.sync(); }, timed) {}
 
     void at_layer(int l) { layer_ = l; }
 
@@ -198,10 +199,9 @@ void forward(const Engine& engine, KVCache& cache, const Batch& batch, Workspace
     if (ws.engine != &engine) ws.backend = engine.make_backend(), ws.engine = &engine;
     Backend& be = *ws.backend;
 
-    Pass p(be, c, batch.size(), counters, dump);  // counting starts here: placing the rows is the embedding's
-    const Activations a = be.begin(batch, cache, ws);
-    const std::vector<RowRun>& runs = *a.runs;
-    be.run(!counters && !dump, [&] {
+    // Every op of the pass, in order, through Pass p on the activations a.
+    auto ops = [&](Pass& p, const Activations& a) {
+        const std::vector<RowRun>& runs = *a.runs;
         p.embed(*model.token_embd, a.x);  // x = E[token]   (m, d)
 
         for (int l = 0; l < c.n_layers; l++) {
@@ -232,7 +232,19 @@ void forward(const Engine& engine, KVCache& cache, const Batch& batch, Workspace
         if (a.m_out == 0) return;
         p.final_norm(a.x, batch.want_logits, model.output_norm, a.out_norm, a.m_out);
         p.linear(*a.out_runs, a.out_norm, d, {{Op::OutputHead, "logits", plan.output, a.logits}});
-    });
+    };
+
+    // Per-op times need each op finished before the clock is read: on the CPU they always are; a
+    // GPU drains its stream for them only under --profile, and otherwise may replay a graph.
+    const bool timed = counters != nullptr && (!engine.on_gpu() || engine.options().profile);
+    Pass p(be, c, batch.size(), counters, dump, timed);  // counting starts here: placing the rows is the embedding's
+    const Activations a = be.begin(batch, cache, ws);
+    const bool ran = be.run(!dump && !timed, [&] { ops(p, a); });
+    if (!ran && counters) {  // replayed from a graph: the same pass counted on paper, op by op
+        if (!ws.cost_backend) ws.cost_backend = make_cost_backend(engine);
+        Pass paper(*ws.cost_backend, c, batch.size(), counters, nullptr, /*timed=*/false);
+        ops(paper, ws.cost_backend->begin(batch, cache, ws));
+    }
     be.end(ws);
 }
 

@@ -82,6 +82,8 @@ struct Workspace {
     // The backend that runs this workspace's passes, made for `engine` by the first forward().
     std::unique_ptr<Backend> backend;
     const Engine* engine = nullptr;
+    // The costs-only backend that counts a pass the GPU replayed from a graph (made when needed).
+    std::unique_ptr<Backend> cost_backend;
     int64_t n_logit_rows = 0;      // m_out of the last forward
     int n_vocab = 0;
 

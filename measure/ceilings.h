@@ -4,6 +4,8 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ridge {
 
@@ -22,6 +24,8 @@ struct Ceilings {
     std::string matmul_name;       // which kernel and problem size
     double reference_gflops = 0;   // GPU: cuBLAS on the same problem (0 when it could not be run)
     std::string reference_name;    // GPU: "cuBLAS bf16 4096x4096x4096", or why there is no reference
+    // GPU: every tiled matmul variant on that problem, (name, GFLOP/s), as measured now (not saved).
+    std::vector<std::pair<std::string, double>> matmul_variants;
     std::string cpu;               // model name, from /proc/cpuinfo (the GPU's name on a GPU)
     std::string measured_at;       // ISO 8601 time
     bool quick = false;            // measured with ProbeOptions::quick (smaller, fewer repetitions)

@@ -46,13 +46,14 @@ Ceilings measure_gpu_ceilings(bool quick) {
     for (const char* v : {"v2_smem", "v3_regblock", "v4_mma"}) {
         const cuda::Timing t = cuda::time_matmul(v, n, n, n, mm_reps);
         const double gf = 2.0 * double(n) * double(n) * double(n) / t.median_s / 1e9;
+        c.matmul_variants.emplace_back(v, gf);
         if (gf > c.matmul_gflops) c.matmul_gflops = gf, c.matmul_name = std::string(v) + " bf16 W, f32 X " + shape;
     }
     cuda::Timing ref;
     std::string why;
     if (cuda::time_cublas_bf16(n, n, n, mm_reps, &ref, &why)) {
         c.reference_gflops = 2.0 * double(n) * double(n) * double(n) / ref.median_s / 1e9;
-        c.reference_name = "cuBLAS bf16 " + shape;
+        c.reference_name = "cuBLAS bf16 " + shape + " (" + why + ")";
     } else {
         c.reference_name = why;
     }

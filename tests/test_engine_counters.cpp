@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/counters.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -273,6 +274,73 @@ TEST(Counters, CountingOffCountsNothingAndChangesNoResult) {
     EXPECT_EQ(off.prefill_stats.counters.total().calls, 0);
     EXPECT_EQ(off.prefill_stats.tokens, 4);  // the phase's tokens and time are still kept
     EXPECT_GT(on.prefill_stats.counters.total().calls, 0);
+}
+
+}  // namespace
+}  // namespace ridge
+
+namespace ridge {
+namespace {
+
+// A backend whose every pass is "replayed" (run() returns without calling the ops, as a GPU
+// replaying a CUDA graph does); everything else is the CPU backend's.
+class ReplayingBackend final : public Backend {
+public:
+    explicit ReplayingBackend(const Engine& e) : cpu_(make_cpu_backend(e)) {}
+    Activations begin(const Batch& b, KVCache& c, Workspace& ws) override { return cpu_->begin(b, c, ws); }
+    bool run(bool, const std::function<void()>&) override { return false; }
+    void end(Workspace& ws) override { cpu_->end(ws); }
+    void read(const float* buf, int64_t n, float* host) override { cpu_->read(buf, n, host); }
+    Cost embed(const TensorView& t, float* o) override { return cpu_->embed(t, o); }
+    Cost rmsnorm(const float* x, const TensorView& w, int64_t m, float* y) override { return cpu_->rmsnorm(x, w, m, y); }
+    Cost rope(float* x, int h) override { return cpu_->rope(x, h); }
+    Cost quantize(const float* x, int64_t m, int64_t k) override { return cpu_->quantize(x, m, k); }
+    void matmul_rows(const LinearOut* o, int n, const float* x, int64_t m, Cost* c) override { cpu_->matmul_rows(o, n, x, m, c); }
+    Cost matmul_tiled(const MatmulPlan& p, const float* x, int64_t m, float* y) override { return cpu_->matmul_tiled(p, x, m, y); }
+    Cost kv_store(const KVLayer& kv, const float* k, const float* v) override { return cpu_->kv_store(kv, k, v); }
+    AttentionCost attention(const RowRun& r, const KVLayer& kv, const float* q, float* o) override {
+        return cpu_->attention(r, kv, q, o);
+    }
+    Cost swiglu(const float* g, const float* u, int64_t n, float* o) override { return cpu_->swiglu(g, u, n, o); }
+    Cost add(float* x, const float* y, int64_t n) override { return cpu_->add(x, y, n); }
+
+private:
+    std::unique_ptr<Backend> cpu_;
+};
+
+// A pass the backend replayed is counted on paper (the costs-only backend), op by op: the same
+// calls, FLOPs and bytes as the kernels return running it. SmolLM2's decode rows take the integer
+// kernels (quantize ops); a 50-row chunk is tiled; rows of other sequences join a decode row.
+TEST(Counters, AReplayedPassCountsWhatRunningItCounts) {
+    const Engine& e = load(kSmol).engine();
+    const Config& c = e.config();
+    KVCache ran_cache(c, 128, DType::F32), replayed_cache(c, 128, DType::F32);
+    Workspace ran, replayed;
+    replayed.backend = std::make_unique<ReplayingBackend>(e);
+    replayed.engine = &e;
+    std::vector<int> seqs;
+    for (int i = 0; i < 3; i++) seqs.push_back(ran_cache.new_sequence()), replayed_cache.new_sequence();
+    auto batch_of = [&](KVCache& cache, const std::vector<std::pair<int, int>>& rows) {  // (seq, rows)
+        Batch b;
+        for (auto [seq, n] : rows) {
+            const int first = cache.append(seq, n);
+            for (int i = 0; i < n; i++) b.add(int32_t(100 + 7 * i), seq, first + i, i == n - 1);
+        }
+        return b;
+    };
+    for (const auto& rows : std::vector<std::vector<std::pair<int, int>>>{{{0, 50}}, {{0, 1}, {1, 5}}, {{0, 1}, {1, 1}, {2, 3}}}) {
+        Counters a, b;
+        forward(e, ran_cache, batch_of(ran_cache, rows), ran, &a);
+        forward(e, replayed_cache, batch_of(replayed_cache, rows), replayed, &b);
+        for (size_t o = 0; o < kNumOps; o++) {
+            SCOPED_TRACE(op_name(Op(o)));
+            EXPECT_EQ(a.op(Op(o)).calls, b.op(Op(o)).calls);
+            test::expect_cost_near(a.op(Op(o)).cost, b.op(Op(o)).cost, "whole pass");
+            EXPECT_EQ(b.op(Op(o)).seconds, 0.0);  // replayed: no op is timed
+        }
+        ASSERT_EQ(a.layers.size(), b.layers.size());
+        for (size_t l = 0; l < a.layers.size(); l++) test::expect_cost_near(a.layer(int(l)).cost, b.layer(int(l)).cost, "layer");
+    }
 }
 
 }  // namespace

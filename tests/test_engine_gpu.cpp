@@ -26,8 +26,8 @@ const std::string kSmol = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruc
     do {                                                                                          \
         if (!gpu::available()) GTEST_SKIP() << "GPU test skipped: " << gpu::unavailable_reason(); \
     } while (0)
-// SmolLM2's file comes from tools/fetch_model.sh; a GPU machine without it (tools/gpu-check.sh on
-// a lent machine that cannot download) skips these, saying so.
+// SmolLM2's file comes from tools/fetch_model.sh; a GPU machine without it (the GPU bundle, which
+// leaves the 98 MB file behind) skips these, saying so.
 #define RIDGE_REQUIRE_SMOLLM2()                                                                      \
     do {                                                                                             \
         if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << kSmol << " is missing (tools/fetch_model.sh)"; \

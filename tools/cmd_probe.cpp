@@ -35,6 +35,11 @@ void print_gpu_ceilings(const Ceilings& c) {
                 c.bandwidth_gbs, c.bandwidth_bytes >> 20, c.reps, 100.0 * c.bandwidth_spread);
     std::printf("fma: %.1f GFLOP/s  (f32 FMA chains on the CUDA cores)\n", c.fma_gflops);
     std::printf("matmul: %.1f GFLOP/s  (ridge's best: %s)\n", c.matmul_gflops, c.matmul_name.c_str());
+    for (const auto& [name, gflops] : c.matmul_variants)  // every variant beside cuBLAS
+        std::printf("  %-12s %9.1f GFLOP/s%s\n", name.c_str(), gflops,
+                    c.reference_gflops > 0 ? (" (" + std::to_string(int(100.0 * gflops / c.reference_gflops + 0.5)) +
+                                              "% of cuBLAS)").c_str()
+                                           : "");
     if (c.reference_gflops > 0)
         std::printf("reference: %.1f GFLOP/s  (%s; ridge's best is %.0f%% of it)\n", c.reference_gflops,
                     c.reference_name.c_str(), 100.0 * c.matmul_gflops / c.reference_gflops);

@@ -52,14 +52,19 @@ void ModelArgs::add_exact_option(CLI::App* cmd) {
     cmd->add_option("--device", device, "where the model runs: cpu, or cuda (an NVIDIA GPU; f32 activations)")
         ->check(CLI::IsMember({"cpu", "cuda"}));
     cmd->add_flag("--no-graph", no_graph, "with --device cuda: launch each decode step kernel by kernel, not as a CUDA graph");
+    cmd->add_flag("--profile", profile,
+                  "with --device cuda: time every op (drains the GPU after each; no CUDA graph); without it a GPU "
+                  "run counts every op's FLOPs and bytes but times only whole steps");
 }
 
 RunOptions ModelArgs::run_options() const {
     if (no_graph && !on_gpu()) throw Error("--no-graph is for --device cuda");
+    if (profile && !on_gpu()) throw Error("--profile is for --device cuda (on the CPU every counted op is timed)");
     RunOptions opt;
     opt.exact = exact;
     opt.device = on_gpu() ? Device::Cuda : Device::Cpu;
     opt.graph = !no_graph;
+    opt.profile = profile;
     return opt;
 }
 

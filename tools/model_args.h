@@ -22,6 +22,7 @@ struct ModelArgs {
     bool exact = false;           // --exact: RunOptions::exact (f32 activations in every matmul)
     std::string device = "cpu";   // --device cpu|cuda: where the model runs
     bool no_graph = false;        // --no-graph: GPU decode steps launch kernel by kernel (no CUDA graph)
+    bool profile = false;         // --profile: on a GPU, time every op (RunOptions::profile)
     bool synthetic_type_given = false;  // set while parsing: --synthetic-type was on the command line
     bool synthetic_seed_given = false;  // set while parsing: --synthetic-seed was on the command line
 

@@ -2,11 +2,28 @@
 // error into one line on standard error and a non-zero exit code.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "tools/commands.h"
 #include "weights/error.h"
+
+namespace {
+#if !RIDGE_HAVE_SERVE
+// A ridge built with -DRIDGE_SERVE=OFF (the GPU bundle) still knows these commands, and says why
+// it cannot run them.
+void register_without_server(CLI::App& app) {
+    for (const char* name : {"serve", "bench-serve"}) {
+        CLI::App* cmd = app.add_subcommand(name, "(not in this build: configured with -DRIDGE_SERVE=OFF)");
+        cmd->allow_extras();
+        cmd->callback([name] {
+            throw ridge::Error(std::string(name) + ": this ridge was built without the server (-DRIDGE_SERVE=OFF)");
+        });
+    }
+}
+#endif
+}  // namespace
 
 int main(int argc, char** argv) {
     CLI::App app{"ridge: a small Llama-style inference engine that knows its own roofline"};
@@ -24,8 +41,12 @@ int main(int argc, char** argv) {
     ridge::cli::register_roofline(app);
     ridge::cli::register_quantize(app);
     ridge::cli::register_perplexity(app);
+#if RIDGE_HAVE_SERVE
     ridge::cli::register_serve(app);
     ridge::cli::register_bench_serve(app);
+#else
+    register_without_server(app);
+#endif
     ridge::cli::register_batch_bench(app);
     try {
         app.parse(argc, argv);

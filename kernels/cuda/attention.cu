@@ -622,6 +622,14 @@ AttentionCost attention_v1_split(const Stream& stream, const float* q, const Att
     const int max_splits = max_splits_of(rows.host, rows.m);
     const size_t ws = attention_v1_split_workspace_bytes(rows.host, rows.m, s);
     if (workspace.size() < ws) {
+        // Growing waits for the stream and allocates: neither may happen while the stream is being
+        // captured into a graph, so the caller sizes the workspace before capture (an error here).
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        RIDGE_CUDA_CHECK(cudaStreamIsCapturing(stream_of(stream), &capturing));
+        if (capturing != cudaStreamCaptureStatusNone)
+            throw Error(std::string(who) + ": the workspace of " + std::to_string(workspace.size()) + " bytes needs " +
+                        std::to_string(ws) + " while a graph is being captured: size it before capture " +
+                        "(attention_v1_split_workspace_bytes)");
         stream.sync();  // work queued earlier may still use the old buffer
         workspace = DeviceBuffer(std::max(ws, workspace.size() + workspace.size() / 2));
     }

@@ -6,8 +6,10 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/check.cuh"
@@ -155,14 +157,26 @@ Timing time_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, 
 
 bool time_cublas_bf16(int64_t m, int64_t n, int64_t k, int reps, Timing* t, std::string* why) {
     // Loaded once and never closed: unloading cuBLAS before the process ends is known to crash at exit.
+    // $RIDGE_CUBLAS (a path, as the GPU bundle's run.sh finds it) first, then the loader's search.
+    static std::string path;
     static void* lib = [] {
-        void* l = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
-        return l ? l : dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+        std::vector<std::string> names;
+        if (const char* env = std::getenv("RIDGE_CUBLAS"); env != nullptr && *env != '\0') names.push_back(env);
+        names.push_back("libcublas.so.13");
+        names.push_back("libcublas.so.12");
+        names.push_back("libcublas.so");
+        for (const std::string& n : names)
+            if (void* l = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+                path = n;
+                return l;
+            }
+        return static_cast<void*>(nullptr);
     }();
     if (!lib) {
-        *why = "cuBLAS not found (libcublas.so.13)";
+        *why = "reference: none (cuBLAS not found: set RIDGE_CUBLAS, or install libcublas.so.13/.12)";
         return false;
     }
+    *why = path;
     using Create = cublasStatus_t (*)(cublasHandle_t*);
     using Destroy = cublasStatus_t (*)(cublasHandle_t);
     using SetStream = cublasStatus_t (*)(cublasHandle_t, cudaStream_t);

@@ -28,7 +28,8 @@ Timing time_fma(double* flops, int reps);
 Timing time_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, int reps);
 
 // cuBLAS's BF16 GEMM (bf16 inputs, f32 accumulate and output) on the same shape, loaded with
-// dlopen; false with `why` set when cuBLAS cannot be loaded or fails.
+// dlopen ($RIDGE_CUBLAS first, then libcublas.so.13, .12, .so); `why` is then the library's path or
+// name, or, with false returned, the reason cuBLAS cannot be loaded or failed.
 bool time_cublas_bf16(int64_t m, int64_t n, int64_t k, int reps, Timing* t, std::string* why);
 
 }  // namespace ridge::cuda
