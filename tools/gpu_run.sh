@@ -163,8 +163,23 @@ if want bench; then
   bench "smollm2-135m Q4_1 (synthetic) decode, no graph" smol_no_graph --synthetic smollm2-135m --synthetic-type q4_1 -p 0 -n 128 -r 5 --no-count --no-graph
   row "logits GPU vs CPU exact path" "no figure yet; test_engine_gpu asserts them within tolerance (its row)"
   row "greedy text GPU vs CPU" "no figure yet; test_engine_gpu asserts stories260K identical (its row)"
-  row "matvec per 8B shape and type" "not measured: the kernel microbenchmarks are not written yet"
-  row "decode attention 4K / 16K" "not measured: the kernel microbenchmarks are not written yet"
+  # The kernel microbenchmark: every 8B matvec shape in BF16, Q8_0, Q4_0, and decode attention.
+  if [ "$gpu" = 0 ]; then
+    row "matvec per 8B shape and type" "$nogpu"
+    row "decode attention 4K / 16K" "$nogpu"
+  elif [ ! -x "$here/bin/bench_cuda_decode" ]; then
+    row "matvec per 8B shape and type" "unavailable: bench_cuda_decode is not in the bundle"
+    row "decode attention 4K / 16K" "unavailable: bench_cuda_decode is not in the bundle"
+  elif timeout 300 "$here/bin/bench_cuda_decode" > "$logs/bench_cuda_decode.txt" 2>&1; then
+    per_type=$(awk '$NF ~ /^\(/ && $7 ~ /%$/ {t=$1; p=$7+0; if (!(t in lo) || p < lo[t]) lo[t]=p; if (p > hi[t]) hi[t]=p}
+                    END {for (t in lo) printf "%s %.0f-%.0f%%; ", t, lo[t], hi[t]}' "$logs/bench_cuda_decode.txt")
+    row "matvec per 8B shape and type" "${per_type}of read bandwidth (every shape below)"
+    row "decode attention 4K / 16K" "$(grep '^attention' "$logs/bench_cuda_decode.txt" | sed 's/^attention *//' | tr '\n' ';' | sed 's/;$//')"
+  else
+    fail=1
+    row "matvec per 8B shape and type" "FAILED: $(tail -1 "$logs/bench_cuda_decode.txt")"
+    row "decode attention 4K / 16K" "FAILED (see matvec row)"
+  fi
 fi
 
 {
@@ -175,6 +190,14 @@ fi
   echo "| row | value |"
   echo "|---|---|"
   printf '%s\n' "${rows[@]}"
+  if [ -s "$logs/bench_cuda_decode.txt" ]; then
+    echo
+    echo "## bench_cuda_decode"
+    echo
+    echo '```'
+    cat "$logs/bench_cuda_decode.txt"
+    echo '```'
+  fi
 } > "$out/results.md"
 tar -czf "$out/logs.tar.gz" -C "$logs" .
 echo "== results: $out/results.md, logs: $out/logs.tar.gz (exit $fail)"

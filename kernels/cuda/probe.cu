@@ -15,7 +15,9 @@
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/probe.h"
+#include "kernels/cuda/attention.h"
 #include "weights/blocks.h"
+#include "weights/quant.h"
 #include "weights/tensor.h"
 
 namespace ridge::cuda {
@@ -153,6 +155,66 @@ Timing time_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, 
     X.upload(x.data(), x.size() * 4);
     Stream s;
     return time_events(stream_of(s), reps, [&] { v->fn(s, W.view, X.as<float>(), m, Y.as<float>()); });
+}
+
+Timing time_matvec(DType type, int64_t n, int64_t k, int rows, int reps, double* weight_bytes) {
+    if (!supports(type)) throw Error("probe: the CUDA kernels do not read " + std::string(dtype_name(type)));
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    const size_t row_b = row_bytes(type, k);
+    std::vector<uint8_t> w(size_t(n) * row_b);
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t j = 0; j < n; j++) {  // random values, quantized as a model file holds them
+        for (float& e : row) e = dist(rng);
+        quantize_row(type, row.data(), w.data() + size_t(j) * row_b, k);
+    }
+    TensorView view;
+    view.name = "probe_matvec";
+    view.type = type;
+    view.shape = {k, n};
+    view.data = w.data();
+    view.nbytes = w.size();
+    const DeviceMatrix W = upload_matrix(view);
+    std::vector<float> x(size_t(rows * k));
+    for (float& e : x) e = dist(rng);
+    DeviceBuffer X(x.size() * 4), Y(size_t(rows * n) * 4);
+    X.upload(x.data(), x.size() * 4);
+    *weight_bytes = double(w.size());
+    Stream s;
+    return time_events(stream_of(s), reps, [&] { matvec(s, W.view, X.as<float>(), rows, Y.as<float>()); });
+}
+
+Timing time_decode_attention(int n_keys, int n_heads, int n_kv_heads, int head_dim, int reps, double* kv_bytes) {
+    const int kv_dim = n_kv_heads * head_dim, block = 16;
+    const int n_blocks = (n_keys + block - 1) / block;
+    const int64_t slots = int64_t(n_blocks) * block;
+    std::mt19937 rng(4);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<uint16_t> kv_host(size_t(slots * kv_dim));
+    for (auto& h : kv_host) h = fp32_to_fp16(dist(rng));
+    DeviceBuffer k(kv_host.size() * 2), v(kv_host.size() * 2);
+    k.upload(kv_host.data(), kv_host.size() * 2);
+    v.upload(kv_host.data(), kv_host.size() * 2);
+    std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+    for (int b = 0; b < n_blocks; b++) table[size_t(b)] = b;
+    DeviceBuffer table_d(table.size() * 4);
+    table_d.upload(table.data(), table.size() * 4);
+    const AttentionRow row_host{table_d.as<int32_t>(), n_keys};  // block table: a device pointer
+    DeviceBuffer row_d(sizeof(AttentionRow));
+    row_d.upload(&row_host, sizeof row_host);
+    std::vector<float> q(size_t(n_heads * head_dim));
+    for (float& e : q) e = dist(rng);
+    DeviceBuffer q_d(q.size() * 4), out(q.size() * 4);
+    q_d.upload(q.data(), q.size() * 4);
+    const KVLayer kv{DType::F16, k.as<uint8_t>(), v.as<uint8_t>(), slots, kv_dim, block};
+    const AttentionShape shape{n_heads, n_kv_heads, head_dim};
+    const AttentionRows rows{row_d.as<AttentionRow>(), &row_host, 1};
+    DeviceBuffer workspace(attention_v1_split_workspace_bytes(&row_host, 1, shape));
+    *kv_bytes = 2.0 * double(n_keys) * kv_dim * 2;
+    Stream s;
+    return time_events(stream_of(s), reps, [&] {
+        attention_v1_split(s, q_d.as<float>(), rows, kv, shape, out.as<float>(), workspace);
+    });
 }
 
 bool time_cublas_bf16(int64_t m, int64_t n, int64_t k, int reps, Timing* t, std::string* why) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "weights/types.h"
+
 namespace ridge::cuda {
 
 struct Timing {
@@ -26,6 +28,15 @@ Timing time_fma(double* flops, int reps);
 // One matmul variant (by its name in matmul_variants()) on X (m, k) f32 and W (n, k) BF16 with
 // random values; FLOPs 2 m n k per repetition.
 Timing time_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, int reps);
+
+// The decode matvec (matmul.h: matvec) on `rows` rows of X and W (n, k) of `type` (random values,
+// quantized to the type on the host); bytes per repetition: W once, in its stored format.
+Timing time_matvec(DType type, int64_t n, int64_t k, int rows, int reps, double* weight_bytes);
+
+// Decode attention (attention.h: attention_v1_split) of one row over n_keys keys in an F16 cache:
+// n_heads query heads of head_dim over n_kv_heads key/value heads (random values); bytes per
+// repetition: every key and value once.
+Timing time_decode_attention(int n_keys, int n_heads, int n_kv_heads, int head_dim, int reps, double* kv_bytes);
 
 // cuBLAS's BF16 GEMM (bf16 inputs, f32 accumulate and output) on the same shape, loaded with
 // dlopen ($RIDGE_CUBLAS first, then libcublas.so.13, .12, .so); `why` is then the library's path or
