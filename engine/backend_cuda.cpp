@@ -168,20 +168,23 @@ public:
             if (batch.want_logits[size_t(i)]) ws.out_seq[size_t(r)] = batch.seq[size_t(i)], ws.out_pos[size_t(r)] = batch.pos[size_t(i)], r++;
         split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, min_tiled, ws.out_runs);
 
-        // The attention's scratch, sized before any kernel is queued (a graph capture must not allocate).
+        // Decode attention launches for the cache's capacity (its splits of kSplitKeys keys), not for
+        // the rows' current lengths, so that a captured step stays valid while the rows grow; its
+        // scratch is sized before any kernel is queued (a graph capture must not allocate).
         const AttentionShape heads{c_.n_heads, c_.n_kv_heads, c_.head_dim};
+        launch_splits_ = (cache.n_ctx() + cuda::kSplitKeys - 1) / cuda::kSplitKeys;
         size_t scratch = 0;
         for (const RowRun& run : ws.runs)
-            scratch = std::max(scratch, cuda::attention_v1_split_workspace_bytes(rows_host_.data() + run.begin, run.rows(), heads));
+            scratch = std::max(scratch, cuda::attention_v1_split_workspace_bytes(rows_host_.data() + run.begin, run.rows(),
+                                                                                 heads, launch_splits_));
         grow(attn_scratch_, scratch);
 
-        // The graph key: everything the captured launches baked in (the model, the rows, which want
-        // logits and their attention splits, the runs, the KV pool and every buffer).
-        key_ = {uint64_t(m), uint64_t(m_out), uint64_t(reinterpret_cast<uintptr_t>(w_.get()))};
+        // The graph key: everything the captured launches baked in (the model, the rows and which
+        // want logits, the attention's launch splits, the runs, the KV pool and every buffer). The
+        // rows' lengths are not in it: the kernels read them from the device each step.
+        key_ = {uint64_t(m), uint64_t(m_out), uint64_t(reinterpret_cast<uintptr_t>(w_.get())), uint64_t(launch_splits_)};
         all_row_exact_ = true;
-        for (int64_t i = 0; i < m; i++)
-            key_.push_back(uint64_t(batch.want_logits[size_t(i)]) << 32 |
-                           uint64_t((ws.attn_rows[size_t(i)].n_keys + cuda::kSplitKeys - 1) / cuda::kSplitKeys));
+        for (int64_t i = 0; i < m; i++) key_.push_back(uint64_t(batch.want_logits[size_t(i)]));
         for (const RowRun& run : ws.runs) key_.push_back(uint64_t(run.begin)), key_.push_back(uint64_t(run.end)), all_row_exact_ = all_row_exact_ && !run.tiled;
         for (const RowRun& run : ws.out_runs) key_.push_back(uint64_t(run.begin)), key_.push_back(uint64_t(run.end));
         const KVLayer kv0 = cache.layer(0);  // the cache's pool (all layers are one allocation)
@@ -258,7 +261,8 @@ public:
     }
     AttentionCost attention(const RowRun& run, const KVLayer& kv, const float* q, float* out) override {
         // Both copies of the rows hold device block-table pointers (the host one sizes the launch).
-        const cuda::AttentionRows rows{rows_.as<AttentionRow>() + run.begin, rows_host_.data() + run.begin, run.rows()};
+        const cuda::AttentionRows rows{rows_.as<AttentionRow>() + run.begin, rows_host_.data() + run.begin, run.rows(),
+                                       launch_splits_};
         const AttentionShape heads{c_.n_heads, c_.n_kv_heads, c_.head_dim};
         return run.tiled ? cuda::attention(*stream_, q, rows, kv, heads, out, attn_scratch_)
                          : cuda::attention_v1_split(*stream_, q, rows, kv, heads, out, attn_scratch_);
@@ -276,6 +280,7 @@ private:
     cuda::Graph graph_;                     // the decode step, captured
     std::vector<uint64_t> key_;             // what the graph of this pass baked in
     bool all_row_exact_ = false;
+    int launch_splits_ = 0;                 // decode attention's grid: the cache capacity's splits
     int64_t m_ = 0, m_out_ = 0;
     // (m, width) activations, named as Activations names them
     cuda::DeviceBuffer x_, x_norm_, q_, k_, v_, attn_, attn_out_, ffn_gate_, ffn_up_, ffn_act_, ffn_out_;

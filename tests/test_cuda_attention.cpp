@@ -175,6 +175,20 @@ void decode_matches_scalar(const cpu::AttentionShape& s, int block_size, DType t
     expect_cost_eq(cost, want_cost, "v1_split");
     EXPECT_GE(workspace.size(), cuda::attention_v1_split_workspace_bytes(rows_gpu.data(), m, s));
 
+    // Launched for more splits than the longest row needs (a graph captured for a cache's
+    // capacity): the blocks past each row's keys do nothing, and every output is the same bit for bit.
+    {
+        const cuda::DeviceBuffer wide_out = poisoned_floats(size_t(m * q_dim));
+        finish_copies(wide_out);
+        const cuda::AttentionRows wide{rows_dev.as<cpu::AttentionRow>(), rows_gpu.data(), m, /*launch_splits=*/9};
+        cuda::attention_v1_split(stream, q_dev.as<float>(), wide, c.device_layer(), s, wide_out.as<float>(), workspace);
+        stream.sync();
+        const auto got_wide = from_device<float>(wide_out, size_t(m * q_dim));
+        ASSERT_EQ(std::memcmp(got_wide.data(), got.data(), got.size() * sizeof(float)), 0)
+            << "a launch for 9 splits differs from one for the longest row's";
+        EXPECT_GE(workspace.size(), cuda::attention_v1_split_workspace_bytes(rows_gpu.data(), m, s, 9));
+    }
+
     for (int64_t i = 0; i < m; i++) {
         const cuda::DeviceBuffer one_out = poisoned_floats(size_t(q_dim));
         finish_copies(one_out);

@@ -601,8 +601,8 @@ Cost kv_store(const Stream& stream, const KVLayer& kv, const float* k, const flo
 }
 
 size_t attention_v1_split_workspace_bytes(const AttentionRow* rows_host, int64_t m,
-                                          const AttentionShape& s) {
-    const int splits = max_splits_of(rows_host, m);
+                                          const AttentionShape& s, int launch_splits) {
+    const int splits = std::max(max_splits_of(rows_host, m), launch_splits);
     if (splits <= 1) return 0;
     return size_t(m) * size_t(s.n_heads) * size_t(splits) * size_t(s.head_dim + 2) * sizeof(float);
 }
@@ -619,8 +619,8 @@ AttentionCost attention_v1_split(const Stream& stream, const float* q, const Att
     const AttentionCost cost = ridge::attention_cost(rows.m, n_keys, kv.kv_dim, kv.type, s);
     if (rows.m == 0) return cost;
 
-    const int max_splits = max_splits_of(rows.host, rows.m);
-    const size_t ws = attention_v1_split_workspace_bytes(rows.host, rows.m, s);
+    const int max_splits = std::max(max_splits_of(rows.host, rows.m), rows.launch_splits);
+    const size_t ws = attention_v1_split_workspace_bytes(rows.host, rows.m, s, rows.launch_splits);
     if (workspace.size() < ws) {
         // Growing waits for the stream and allocates: neither may happen while the stream is being
         // captured into a graph, so the caller sizes the workspace before capture (an error here).

@@ -22,6 +22,10 @@ struct AttentionRows {
     const AttentionRow* device = nullptr;  // (m) in device memory (v2_flash does not read it)
     const AttentionRow* host = nullptr;    // (m) the same rows in host memory
     int64_t m = 0;                              // query rows
+    // v1_split's grid: at least this many splits (0: the longest row's). A caller that captures
+    // the launch in a graph passes the splits of its cache's capacity, so that the launch stays the
+    // same while the rows grow; the blocks past a row's keys return at once.
+    int launch_splits = 0;
 };
 
 // Keys per split of v1_split: a CUDA block reads one split of one row's keys. Fixed (not chosen from
@@ -45,7 +49,7 @@ Cost kv_store(const Stream& stream, const KVLayer& kv, const float* k, const flo
 // max_splits = max_i ceil(n_keys_i / kSplitKeys); 0 when every row fits one split (then each block
 // writes its row's output itself and no combine runs). Host only: touches no device.
 size_t attention_v1_split_workspace_bytes(const AttentionRow* rows_host, int64_t m,
-                                          const AttentionShape& s);
+                                          const AttentionShape& s, int launch_splits = 0);
 
 // v1_split, for decode rows (any rows: several sequences, any positions). Flash-decoding: a CUDA
 // block per (row, KV head, group of up to 4 of its query heads, split of kSplitKeys keys) reads
