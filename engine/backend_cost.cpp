@@ -16,14 +16,7 @@ public:
     // pass replayed from a graph is counted here while its logits are still to be read).
     Activations begin(const Batch& batch, KVCache&, Workspace&) override {
         const int64_t m = batch.size();
-        int64_t m_out = 0;
-        for (uint8_t w : batch.want_logits) m_out += w ? 1 : 0;
-        out_seq_.resize(size_t(m_out)), out_pos_.resize(size_t(m_out));
-        const int64_t min_tiled = engine_.plan().tiled_min_rows;
-        split_runs(batch.seq.data(), batch.pos.data(), m, min_tiled, runs_);
-        for (int64_t i = 0, r = 0; i < m; i++)
-            if (batch.want_logits[size_t(i)]) out_seq_[size_t(r)] = batch.seq[size_t(i)], out_pos_[size_t(r)] = batch.pos[size_t(i)], r++;
-        split_runs(out_seq_.data(), out_pos_.data(), m_out, min_tiled, out_runs_);
+        const int64_t m_out = split_batch(batch, engine_.plan().tiled_min_rows, runs_, out_seq_, out_pos_, out_runs_);
         pos_ = batch.pos.data();
         m_ = m;
         Activations a;  // no buffers: every pointer stays null

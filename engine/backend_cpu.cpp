@@ -29,11 +29,7 @@ public:
             ws.attn_rows[size_t(i)] = AttentionRow{cache.block_table(batch.seq[size_t(i)]).data(), batch.pos[size_t(i)] + 1};
         }
         // The rows as runs (tiled prompt chunks, row-exact rest), and the same for the logits rows.
-        const int64_t min_tiled = engine_.plan().tiled_min_rows;
-        split_runs(batch.seq.data(), batch.pos.data(), m, min_tiled, ws.runs);
-        for (int64_t i = 0, r = 0; i < m; i++)
-            if (batch.want_logits[size_t(i)]) ws.out_seq[size_t(r)] = batch.seq[size_t(i)], ws.out_pos[size_t(r)] = batch.pos[size_t(i)], r++;
-        split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, min_tiled, ws.out_runs);
+        split_batch(batch, engine_.plan().tiled_min_rows, ws.runs, ws.out_seq, ws.out_pos, ws.out_runs);
         // The rows' rotation angles, once for every layer.
         cpu::rope_table(batch.pos.data(), m, RopeParams{c_.head_dim, c_.rope_dim, c_.rope_freq_base, c_.rope_style}, ws.rope);
         tokens_ = batch.token.data();

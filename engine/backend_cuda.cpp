@@ -113,7 +113,7 @@ public:
         auto grow_host = [](auto& v, int64_t n) {
             if (int64_t(v.size()) < n) v.resize(size_t(n));
         };
-        grow_host(ws.slots, m), grow_host(ws.attn_rows, m), grow_host(ws.out_seq, m_out), grow_host(ws.out_pos, m_out);
+        grow_host(ws.slots, m), grow_host(ws.attn_rows, m);
         grow_host(ws.logits, m_out * c_.n_vocab);
         ws.n_vocab = c_.n_vocab;
         ws.n_logit_rows = m_out;
@@ -162,11 +162,7 @@ public:
         rows_.upload_async(rows_host_.data(), size_t(m) * sizeof(AttentionRow), s);
 
         // The runs, as on the CPU.
-        const int64_t min_tiled = engine_.plan().tiled_min_rows;
-        split_runs(batch.seq.data(), batch.pos.data(), m, min_tiled, ws.runs);
-        for (int64_t i = 0, r = 0; i < m; i++)
-            if (batch.want_logits[size_t(i)]) ws.out_seq[size_t(r)] = batch.seq[size_t(i)], ws.out_pos[size_t(r)] = batch.pos[size_t(i)], r++;
-        split_runs(ws.out_seq.data(), ws.out_pos.data(), m_out, min_tiled, ws.out_runs);
+        split_batch(batch, engine_.plan().tiled_min_rows, ws.runs, ws.out_seq, ws.out_pos, ws.out_runs);
 
         // Decode attention launches for the cache's capacity (its splits of kSplitKeys keys), not for
         // the rows' current lengths, so that a captured step stays valid while the rows grow; its

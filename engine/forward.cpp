@@ -63,6 +63,20 @@ void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, int64_t min_t
     }
 }
 
+int64_t split_batch(const Batch& batch, int64_t min_tiled, std::vector<RowRun>& runs, std::vector<int32_t>& out_seq,
+                    std::vector<int32_t>& out_pos, std::vector<RowRun>& out_runs) {
+    const int64_t m = batch.size();
+    int64_t m_out = 0;
+    for (uint8_t w : batch.want_logits) m_out += w ? 1 : 0;
+    if (int64_t(out_seq.size()) < m_out) out_seq.resize(size_t(m_out));
+    if (int64_t(out_pos.size()) < m_out) out_pos.resize(size_t(m_out));
+    split_runs(batch.seq.data(), batch.pos.data(), m, min_tiled, runs);
+    for (int64_t i = 0, r = 0; i < m; i++)
+        if (batch.want_logits[size_t(i)]) out_seq[size_t(r)] = batch.seq[size_t(i)], out_pos[size_t(r)] = batch.pos[size_t(i)], r++;
+    split_runs(out_seq.data(), out_pos.data(), m_out, min_tiled, out_runs);
+    return m_out;
+}
+
 namespace {
 
 // One output of a linear layer: the op it is counted as, the name its rows are dumped under.

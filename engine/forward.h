@@ -49,6 +49,11 @@ struct RowRun {
 // (Plan::tiled_min_rows) consecutive positions of one sequence is a tiled run; the rows between them
 // (any number) form row-exact runs. Appends to `runs` (cleared first).
 void split_runs(const int32_t* seq, const int32_t* pos, int64_t m, int64_t min_tiled, std::vector<RowRun>& runs);
+// A batch as every backend cuts it: its rows into `runs`; the rows that want logits (m_out, the
+// return value) with their sequences and positions in out_seq, out_pos (grown to m_out), into
+// `out_runs`.
+int64_t split_batch(const Batch& batch, int64_t min_tiled, std::vector<RowRun>& runs, std::vector<int32_t>& out_seq,
+                    std::vector<int32_t>& out_pos, std::vector<RowRun>& out_runs);
 
 // Activation buffers, named by role, grown to the largest batch seen and then reused.
 // m = rows of the batch, m_out = rows whose logits are wanted. The float buffers are the CPU
