@@ -10,7 +10,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_int.h"
 #include "kernel_test_util.h"
-#include "weights/blocks.h"
+#include "weights/formats.h"
 #include "weights/error.h"
 
 namespace ridge {

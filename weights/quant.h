@@ -1,5 +1,5 @@
 // Dequantization (and, for the simple formats, quantization) of weight rows, one plain scalar
-// reference per block format. The block layouts themselves are in weights/blocks.h.
+// reference per block format. The block layouts and decoders themselves are in weights/formats/.
 #pragma once
 #include <cstdint>
 

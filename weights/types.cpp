@@ -17,7 +17,7 @@ struct TypeInfo {
 };
 // Block layouts (bytes): F16/BF16 2 per element; Q4_0 = f16 d + 16 nibbles; Q4_1 = f16 d, m +
 // 16; Q5_0 = d + 4 high bits + 16; Q5_1 = d, m + 4 + 16; Q8_0 = d + 32 int8; Q8_1 = f32 d, s +
-// 32; K-quants are 256-element super-blocks (see weights/blocks.h).
+// 32; K-quants are 256-element super-blocks (see weights/formats/).
 constexpr TypeInfo kTypes[] = {
     {DType::F32, "F32", 1, 4},       {DType::F16, "F16", 1, 2},       {DType::BF16, "BF16", 1, 2},
     {DType::Q4_0, "Q4_0", 32, 18},   {DType::Q4_1, "Q4_1", 32, 20},   {DType::Q5_0, "Q5_0", 32, 22},

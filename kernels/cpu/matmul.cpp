@@ -13,7 +13,7 @@
 #include "kernels/cpu/simd.h"
 #define RIDGE_MATMUL_V3 RIDGE_CPU_SIMD
 
-#include "weights/blocks.h"
+#include "weights/formats.h"
 #include "weights/error.h"
 #include "weights/quant.h"
 
@@ -51,99 +51,12 @@ bool v3_types(DType t) {
 }
 
 #if RIDGE_MATMUL_V3
-// ---- v3 building blocks: one decoder per weight type ----------------------------------------
-// Each decoder turns block b of a row (kBlk elements) into kBlk / 8 vectors q of 8 floats plus a
-// scale d (and, Q4_1, a minimum mn), so that w[c] = d * q[c] (+ mn). The caller forms, per x row,
+// ---- v3: the decoders (DecQ4_0, DecQ4_1, DecQ8_0, DecF16, DecBF16, DecF32) are the formats'
+// (weights/formats/); their contract is in floats.h. The caller forms, per x row,
 //   quantized blocks:  acc += d * (q . x)   (q the integer codes as f32, exact), and for Q4_1 also
 //                      macc += mn * sum(x) per block, with sum(x) precomputed once per row of X;
 //   F16 / F32 (kScaled false): acc += q * x lane-wise.
 // All arithmetic is f32; only the order of summation differs from v0 (which sums in double).
-
-
-// 8 signed / unsigned bytes (the low 8 of v) -> 8 floats.
-inline __m256 i8_to_f32(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
-inline __m256 u8_to_f32(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
-
-struct DecQ4_0 {  // y[j] = d * (nibble_j - 8); qs[j]: element j (low), j + 16 (high)
-    static constexpr int kBlk = 32;
-    static constexpr bool kScaled = true, kUsesXsum = false;
-    static void decode(const uint8_t* row, int64_t b, __m256* q, float& d, float&) {
-        const block_q4_0& blk = reinterpret_cast<const block_q4_0*>(row)[b];
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
-        const __m128i m4 = _mm_set1_epi8(0x0f), e8 = _mm_set1_epi8(8);
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(v, m4), e8);                     // elems 0..15
-        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m4), e8);  // 16..31
-        q[0] = i8_to_f32(lo);
-        q[1] = i8_to_f32(_mm_srli_si128(lo, 8));
-        q[2] = i8_to_f32(hi);
-        q[3] = i8_to_f32(_mm_srli_si128(hi, 8));
-        d = simd::f16(blk.d);
-    }
-};
-
-struct DecQ4_1 {  // y[j] = d * nibble_j + m  ->  d * (q . x) + m * sum(x)
-    static constexpr int kBlk = 32;
-    static constexpr bool kScaled = true, kUsesXsum = true;
-    static void decode(const uint8_t* row, int64_t b, __m256* q, float& d, float& mn) {
-        const block_q4_1& blk = reinterpret_cast<const block_q4_1*>(row)[b];
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
-        const __m128i m4 = _mm_set1_epi8(0x0f);
-        const __m128i lo = _mm_and_si128(v, m4);
-        const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
-        q[0] = u8_to_f32(lo);
-        q[1] = u8_to_f32(_mm_srli_si128(lo, 8));
-        q[2] = u8_to_f32(hi);
-        q[3] = u8_to_f32(_mm_srli_si128(hi, 8));
-        d = simd::f16(blk.d);
-        mn = simd::f16(blk.m);
-    }
-};
-
-struct DecQ8_0 {  // y[j] = d * qs[j]
-    static constexpr int kBlk = 32;
-    static constexpr bool kScaled = true, kUsesXsum = false;
-    static void decode(const uint8_t* row, int64_t b, __m256* q, float& d, float&) {
-        const block_q8_0& blk = reinterpret_cast<const block_q8_0*>(row)[b];
-        for (int t = 0; t < 4; t++)
-            q[t] = i8_to_f32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + 8 * t)));
-        d = simd::f16(blk.d);
-    }
-};
-
-struct DecF16 {  // 8 halves -> 8 floats
-    static constexpr int kBlk = 8;
-    static constexpr bool kScaled = false, kUsesXsum = false;
-    static void decode(const uint8_t* row, int64_t b, __m256* q, float&, float&) {
-        q[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row) + b));
-    }
-    static float elem(const uint8_t* row, int64_t c) {
-        return simd::f16(reinterpret_cast<const uint16_t*>(row)[c]);
-    }
-};
-
-struct DecBF16 {  // 8 bfloat16 -> 8 floats: the 16 bits are the top half of an f32
-    static constexpr int kBlk = 8;
-    static constexpr bool kScaled = false, kUsesXsum = false;
-    static void decode(const uint8_t* row, int64_t b, __m256* q, float&, float&) {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row) + b);
-        q[0] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    }
-    static float elem(const uint8_t* row, int64_t c) {
-        const uint32_t bits = uint32_t(reinterpret_cast<const uint16_t*>(row)[c]) << 16;
-        float f;
-        std::memcpy(&f, &bits, 4);
-        return f;
-    }
-};
-
-struct DecF32 {
-    static constexpr int kBlk = 8;
-    static constexpr bool kScaled = false, kUsesXsum = false;
-    static void decode(const uint8_t* row, int64_t b, __m256* q, float&, float&) {
-        q[0] = _mm256_loadu_ps(reinterpret_cast<const float*>(row) + 8 * b);
-    }
-    static float elem(const uint8_t* row, int64_t c) { return reinterpret_cast<const float*>(row)[c]; }
-};
 
 // R weight rows (w[r], each k elements in Dec's format) times M x rows (x + i*k):
 // y[i * y_stride + r] = sum_c w[r][c] * x[i*k + c]. Each loaded x vector feeds R rows and each

@@ -10,16 +10,11 @@
 
 #include "kernels/cpu/simd.h"
 #define RIDGE_MATMUL_V4 RIDGE_CPU_SIMD
-#if RIDGE_CPU_SIMD && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    defined(__AVX512DQ__) && defined(__GFNI__)
-#define RIDGE_MATMUL_V4_ZMM 1
-#else
-#define RIDGE_MATMUL_V4_ZMM 0
-#endif
+#define RIDGE_MATMUL_V4_ZMM RIDGE_FORMAT_ZMM
 
 #include "kernels/cpu/row_groups.h"
 #include "kernels/cpu/row_jobs.h"
-#include "weights/blocks.h"
+#include "weights/formats.h"
 #include "weights/error.h"
 
 namespace ridge::cpu {
@@ -35,51 +30,15 @@ void check(const TensorView& W, const QuantizedRows& X, const char* who) {
                     " does not take rows of " + std::to_string(X.k) + " activations");
 }
 
-// Block b of a weight row, as its type's struct.
-template <class Block>
-inline const Block& block_at(const uint8_t* row, int64_t b) {
-    return reinterpret_cast<const Block*>(row)[b];
-}
-
-// The integer codes of weight block b of a row, as w[c] = scale * code[c] (+ mn).
-// Codes are returned in element order 0..31, with d the f16 scale and mn Q4_1's or Q5_1's minimum.
+// The integer codes of weight block b of a row, as w[c] = d * code[c] (+ mn), in element order:
+// the formats' int_codes, by type.
 void codes(DType t, const uint8_t* row, int64_t b, int32_t* code, float& d, float& mn) {
-    mn = 0.0f;
-    if (t == DType::Q8_0) {
-        const block_q8_0& blk = block_at<block_q8_0>(row, b);
-        for (int c = 0; c < 32; c++) code[c] = blk.qs[c];
-        d = fp16_to_fp32(blk.d);
-    } else if (t == DType::Q4_0) {
-        const block_q4_0& blk = block_at<block_q4_0>(row, b);
-        for (int c = 0; c < 16; c++) {
-            code[c] = int32_t(blk.qs[c] & 0x0f) - 8;
-            code[c + 16] = int32_t(blk.qs[c] >> 4) - 8;
-        }
-        d = fp16_to_fp32(blk.d);
-    } else if (t == DType::Q4_1) {
-        const block_q4_1& blk = block_at<block_q4_1>(row, b);
-        for (int c = 0; c < 16; c++) {
-            code[c] = blk.qs[c] & 0x0f;
-            code[c + 16] = blk.qs[c] >> 4;
-        }
-        d = fp16_to_fp32(blk.d);
-        mn = fp16_to_fp32(blk.m);
-    } else {  // Q5_0, Q5_1: a nibble and bit c of qh (as bit 4) per element c, less 16 for Q5_0
-        auto five_bits = [&](const auto& blk, int32_t offset) {
-            const uint32_t h = uint32_t(blk.qh[0]) | uint32_t(blk.qh[1]) << 8 | uint32_t(blk.qh[2]) << 16 |
-                               uint32_t(blk.qh[3]) << 24;
-            for (int c = 0; c < 16; c++) {
-                code[c] = int32_t((blk.qs[c] & 0x0f) | ((h >> c) & 1) << 4) - offset;
-                code[c + 16] = int32_t((blk.qs[c] >> 4) | ((h >> (c + 16)) & 1) << 4) - offset;
-            }
-            d = fp16_to_fp32(blk.d);
-        };
-        if (t == DType::Q5_0) {
-            five_bits(block_at<block_q5_0>(row, b), 16);
-        } else {
-            five_bits(block_at<block_q5_1>(row, b), 0);
-            mn = fp16_to_fp32(block_at<block_q5_1>(row, b).m);
-        }
+    switch (t) {
+        case DType::Q4_0: return int_codes(block_at<block_q4_0>(row, b), code, d, mn);
+        case DType::Q4_1: return int_codes(block_at<block_q4_1>(row, b), code, d, mn);
+        case DType::Q5_0: return int_codes(block_at<block_q5_0>(row, b), code, d, mn);
+        case DType::Q5_1: return int_codes(block_at<block_q5_1>(row, b), code, d, mn);
+        default: return int_codes(block_at<block_q8_0>(row, b), code, d, mn);  // check() admits no other
     }
 }
 
@@ -88,133 +47,9 @@ void codes(DType t, const uint8_t* row, int64_t b, int32_t* code, float& d, floa
 // Integer dot products with simd::dot_add_i16: |a| <= 128, |b| <= 32767, so a lane grows by at most
 // 2^23 per block, and a block's whole sum stays below 2^28.
 
-// A weight block's 32 codes as two vectors of 16 int16 lanes: elements 0..15 and 16..31.
-struct Codes {
-    __m256i lo, hi;
-};
-
-// 16 bytes of nibbles -> 32 nibbles (the low ones are elements 0..15, the high ones 16..31): the
-// bytes widen to 16 bits first, so one AND and one shift split every byte at once.
-inline Codes nibbles(const uint8_t* qs) {
-    const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-    return {_mm256_and_si256(v, _mm256_set1_epi16(0x0f)), _mm256_srli_epi16(v, 4)};
-}
-
-// Q5's 32 high bits (element c's is bit c of qh, little-endian) as 16 or 0 in the lanes of nibbles'
-// two vectors: each half's 16 bits broadcast to every lane, lane c keeps bit c (a mask of it and
-// a compare), and 16 where it was set. 10 instructions, against nibbles' 3.
-inline Codes high_bits(const uint8_t* qh) {
-    const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
-                                          int16_t(-32768));
-    auto half = [&bit](const uint8_t* two) {
-        uint16_t h;
-        std::memcpy(&h, two, sizeof(h));
-        const __m256i set = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(h)), bit), bit);
-        return _mm256_and_si256(set, _mm256_set1_epi16(16));
-    };
-    return {half(qh), half(qh + 2)};
-}
-
-// Q5's codes, nibbles and high bits together (0..31).
-inline Codes five_bits(const uint8_t* qs, const uint8_t* qh) {
-    const Codes n = nibbles(qs), h = high_bits(qh);
-    return {_mm256_or_si256(n.lo, h.lo), _mm256_or_si256(n.hi, h.hi)};
-}
-
-#if RIDGE_MATMUL_V4_ZMM
-// The same 32 codes in one zmm, in two instructions after the load: the 16 bytes twice (a ymm),
-// each 8-byte lane mapped by a GF(2) bit matrix (gf2p8affine: output bit i of a byte is the parity
-// of the byte ANDed with row i, XOR bit i of b) to the code of its low nibbles (lanes 0-1, elements
-// 0-15) or of its high ones (lanes 2-3, elements 16-31), then widened to 16 bits. Rows are the
-// matrix's bytes, row i in byte 7 - i.
-//   Q4_1 (kOff 0):  code = nibble;     rows 0-3 pick bits 0-3 (or 4-7), rows 4-7 are zero.
-//   Q4_0 (kOff 8):  code = nibble - 8 as an int8: bits 0-2 as they are, bits 3-7 all NOT bit 3
-//                   (rows 3-7 pick bit 3 (or 7), b = 0xf8 flips them), then widened with sign.
-template <int kOff>
-inline __m512i nibbles_zmm(const uint8_t* qs) {
-    static_assert(kOff == 0 || kOff == 8);
-    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-    if constexpr (kOff == 0) {
-        constexpr long long lo = 0x0102040800000000, hi = 0x1020408000000000;
-        return _mm512_cvtepu8_epi16(_mm256_gf2p8affine_epi64_epi8(v, _mm256_set_epi64x(hi, hi, lo, lo), 0));
-    } else {
-        constexpr long long lo = 0x0102040808080808, hi = 0x1020408080808080;
-        return _mm512_cvtepi8_epi16(_mm256_gf2p8affine_epi64_epi8(v, _mm256_set_epi64x(hi, hi, lo, lo), 0xf8));
-    }
-}
-#endif
-
-// One decoder per weight type: block b of a row -> its codes (as two ymm, or one zmm where the
-// build has AVX-512), and the offset of its f16 scale d (Q4_1's minimum mn follows it).
-// Q4_0's codes are its nibbles n minus 8. Its ymm decoder gives the nibbles themselves, and dot4
-// takes 8 * (the sum of the X block's codes) off the integer dot product afterwards, once for all
-// 4 rows: sum (n - 8) q = sum n q - 8 sum q, the same integer (a lane then holds at most
-// 16 * 15 * 32767 + 4 * 32 * 32767 < 2^24 in magnitude). Subtracting 8 from every code instead
-// costs two more instructions per weight row and block, which shows in the kernel's time and in
-// decode's (docs/measurements/source-comment-history.md). The zmm decoder subtracts the 8 itself,
-// at no cost (gf2p8affine, below).
-struct IntQ4_0 {
-    static constexpr bool kUsesSum = false, kOffsetByCodeSum = true;
-    static constexpr int kCodeOffset = 8;
-    static constexpr size_t kBlockBytes = sizeof(block_q4_0), kScaleOffset = offsetof(block_q4_0, d);
-    static Codes decode(const uint8_t* row, int64_t b) { return nibbles(block_at<block_q4_0>(row, b).qs); }
-#if RIDGE_MATMUL_V4_ZMM
-    static __m512i decode_zmm(const uint8_t* row, int64_t b) { return nibbles_zmm<8>(block_at<block_q4_0>(row, b).qs); }
-#endif
-};
-struct IntQ4_1 {
-    static constexpr bool kUsesSum = true, kOffsetByCodeSum = false;
-    static constexpr size_t kBlockBytes = sizeof(block_q4_1), kScaleOffset = offsetof(block_q4_1, d);
-    static_assert(offsetof(block_q4_1, m) == offsetof(block_q4_1, d) + 2);
-    static Codes decode(const uint8_t* row, int64_t b) { return nibbles(block_at<block_q4_1>(row, b).qs); }
-#if RIDGE_MATMUL_V4_ZMM
-    static __m512i decode_zmm(const uint8_t* row, int64_t b) { return nibbles_zmm<0>(block_at<block_q4_1>(row, b).qs); }
-#endif
-};
-// Q5_0's codes are 5 bits n minus 16 and Q5_1's are n (its minimum as Q4_1's): the ymm decoder
-// gives n, and dot4 takes 16 * (the sum of X's codes) off Q5_0's as it takes Q4_0's 8 (a lane then
-// holds at most 16 * 31 * 32767 + 8 * 32 * 32767 < 2^25 in magnitude). The zmm decoder takes the
-// nibbles as Q4_1's does and qh as a mask of 32 lanes: one masked add of 16 (or, for Q5_0, one
-// masked subtract where the bit is clear: n + 16 h - 16), where the ymm one takes 15 instructions
-// (and 2 more to join its halves into a zmm).
-template <class Block, int kOffset>
-struct IntQ5 {
-    static constexpr bool kUsesSum = kOffset == 0, kOffsetByCodeSum = kOffset != 0;
-    static constexpr int kCodeOffset = kOffset;
-    static constexpr size_t kBlockBytes = sizeof(Block), kScaleOffset = offsetof(Block, d);
-    static Codes decode(const uint8_t* row, int64_t b) {
-        const Block& blk = block_at<Block>(row, b);
-        return five_bits(blk.qs, blk.qh);
-    }
-#if RIDGE_MATMUL_V4_ZMM
-    static __m512i decode_zmm(const uint8_t* row, int64_t b) {
-        const Block& blk = block_at<Block>(row, b);
-        uint32_t h;  // bit c: element c's high bit, and the mask of lane c
-        std::memcpy(&h, blk.qh, sizeof(h));
-        const __m512i n = nibbles_zmm<0>(blk.qs), sixteen = _mm512_set1_epi16(16);
-        if constexpr (kOffset == 0) return _mm512_mask_add_epi16(n, __mmask32(h), n, sixteen);  // n + 16 where set
-        return _mm512_mask_sub_epi16(n, __mmask32(~h), n, sixteen);                            // n - 16 where clear
-    }
-#endif
-};
-using IntQ5_0 = IntQ5<block_q5_0, 16>;
-using IntQ5_1 = IntQ5<block_q5_1, 0>;
-static_assert(offsetof(block_q5_1, m) == offsetof(block_q5_1, d) + 2);
-
-struct IntQ8_0 {
-    static constexpr bool kUsesSum = false, kOffsetByCodeSum = false;
-    static constexpr size_t kBlockBytes = sizeof(block_q8_0), kScaleOffset = offsetof(block_q8_0, d);
-    static Codes decode(const uint8_t* row, int64_t b) {
-        const __m128i* q = reinterpret_cast<const __m128i*>(block_at<block_q8_0>(row, b).qs);
-        return {_mm256_cvtepi8_epi16(_mm_loadu_si128(q)), _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1))};
-    }
-#if RIDGE_MATMUL_V4_ZMM
-    static __m512i decode_zmm(const uint8_t* row, int64_t b) {
-        const auto* q = reinterpret_cast<const __m256i*>(block_at<block_q8_0>(row, b).qs);
-        return _mm512_cvtepi8_epi16(_mm256_loadu_si256(q));
-    }
-#endif
-};
+// The decoders (IntQ4_0, IntQ4_1, IntQ5_0, IntQ5_1, IntQ8_0) are the formats' (weights/formats/;
+// their contract is in q4.h): block b of a row as 32 int16 codes (simd::Codes, or one zmm).
+using ridge::simd::Codes;
 
 // Block b's f16 scale d of 4 weight rows and the 2 bytes after it (Q4_1's mn; codes, unused, for
 // the others), as f32 lanes (d0 m0 d1 m1 | d2 m2 d3 m3). Each row's 4 bytes go into a register of

@@ -19,7 +19,7 @@
 
 #include "kernels/cpu/row_groups.h"
 #include "kernels/cpu/row_jobs.h"
-#include "weights/blocks.h"
+#include "weights/formats.h"
 #include "weights/error.h"
 
 namespace ridge::cpu {
@@ -42,58 +42,13 @@ void check(const TensorView& W, const QuantizedRows& X, const char* who) {
                     " rows of " + std::to_string(X.k));
 }
 
-// ---- scalar twin: codes in element order, as dequant_block in weights/blocks.h ----------------
-
-// Q4_K (or Q5_K) super-block `blk` against its 8 ActBlocks x[0..8): the exact integer sums in
-// int64, scaled and summed in double.
-template <class Block>
-double dot_q4_K(const Block& blk, const ActBlock* x) {  // x: (8) blocks
-    const double d = fp16_to_fp32(blk.d), dmin = fp16_to_fp32(blk.dmin);
-    double acc = 0.0;
-    for (int j = 0; j < kSubBlocks; j++) {  // sub-block j: elements 32j..32j+32 = ActBlock j
-        uint8_t sc, mn;
-        q4k_scale_min(j, blk.scales, &sc, &mn);
-        const uint8_t* q = blk.qs + 32 * (j / 2);  // low nibbles for even j, high for odd
-        const int shift = 4 * (j % 2);
-        int64_t isum = 0;
-        for (int l = 0; l < 32; l++) {
-            int code = (q[l] >> shift) & 0x0f;
-            if constexpr (std::is_same_v<Block, block_q5_K>) code |= ((blk.qh[l] >> j) & 1) << 4;
-            isum += int64_t(code) * int64_t(x[j].q[l]);
-        }
-        acc += d * double(sc) * double(x[j].d) * double(isum) - dmin * double(mn) * double(x[j].sum);
-    }
-    return acc;
-}
-
-// Q6_K super-block against its 8 ActBlocks: 16 groups of 16 elements, each with an int8 scale.
-double dot_q6_K(const block_q6_K& blk, const ActBlock* x) {  // x: (8) blocks
-    const double d = fp16_to_fp32(blk.d);
-    double acc = 0.0;
-    for (int g = 0; g < QK_K / 16; g++) {  // group g: elements 16g..16g+16, half of ActBlock g/2
-        int64_t isum = 0;
-        for (int t = 0; t < 16; t++) {
-            const int e = 16 * g + t;
-            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
-            const int lo = (blk.ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0f;
-            const int hi = (blk.qh[32 * h + l] >> (2 * k)) & 0x03;
-            isum += int64_t((lo | (hi << 4)) - 32) * int64_t(x[g / 2].q[e % 32]);
-        }
-        acc += d * double(blk.scales[g]) * double(x[g / 2].d) * double(isum);
-    }
-    return acc;
-}
+// The scalar twin's dots (dot_q4_K, dot_q6_K) and the SIMD decoders (IntQ4_K, IntQ6_K) are the
+// formats' (weights/formats/k_quants.h, with the lane order below).
 
 #if RIDGE_MATMUL_V4K
 // ---- v4_int_k building blocks --------------------------------------------------------------------
-// Lane order. Unpacking 32 bytes (elements 0..31) against zero gives int16 vectors holding
-// elements [0..7 | 16..23] and [8..15 | 24..31]; madd then leaves elements 0..15 in int32 lanes
-// 0-3 and 16..31 in lanes 4-7 (Q6_K's two groups of an ActBlock, each with its own scale).
-// X is rearranged once per call to the same order, so no weight byte crosses a 128-bit lane.
-
-// Integer dot products with simd::dot_add_i16: |a| <= 32, |b| <= 32767, so a lane of one ActBlock
-// (4 products) stays below 2^22.
-
+// Lane order (k_quants.h): the decoders unpack 32 weight bytes to int16 vectors of elements
+// [0..7 | 16..23] and [8..15 | 24..31], so X is rearranged once per call to the same order.
 
 // One row of X as the kernels read it: codes in lane order, and each ActBlock's d and sum in
 // contiguous arrays (8 of them, one super-block's worth, load as one vector).
@@ -125,108 +80,6 @@ XPrepared prepare(const QuantizedRows& X) {
     return p;
 }
 
-// The int32 lanes of one ActBlock: weight codes (a, b) in lane order times x's 32 codes at xq.
-inline __m256i block_dot(__m256i a, __m256i b, const int16_t* xq) {
-    const __m256i* x = reinterpret_cast<const __m256i*>(xq);
-    return simd::dot_add_i16(simd::dot_add_i16(_mm256_setzero_si256(), a, _mm256_loadu_si256(x)), b, _mm256_loadu_si256(x + 1));
-}
-
-// One decoder per type: super-block s of a row, added to acc[i] for the M rows of X (lane sums
-// are y's contributions; the caller adds the 8 lanes at the end). Q5_K is Q4_K with a fifth bit
-// per code: chunk c's low nibbles (sub-block 2c) take bit 2c of their element's qh byte, its high
-// nibbles bit 2c + 1, moved to bit 4 by a shift of qh (shifted 2 further each chunk) and a mask.
-template <class BlockType>
-struct IntQ4_K {
-    using Block = BlockType;
-    static constexpr bool kFive = std::is_same_v<Block, block_q5_K>;
-    template <int M>
-    static void add(const Block& blk, const XRow* x, int64_t s, __m256* acc) {
-        // The 12 packed bytes -> 8 scales and 8 mins, one byte each (llama.cpp's unpacking of
-        // q4k_scale_min): u[0..1] scales 0..7, u[2..3] mins 0..7.
-        uint32_t u[4];
-        std::memcpy(u, blk.scales, 12);
-        constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-        u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
-        const uint32_t mins_lo = u[1] & kLow6;
-        u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
-        u[2] = mins_lo;
-        u[0] &= kLow6;
-        const __m128i packed = _mm_set_epi32(int(u[3]), int(u[2]), int(u[1]), int(u[0]));
-        const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(packed)));
-        const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.dmin)),
-                                        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(packed, 8))));
-        alignas(32) float scale[M][kSubBlocks];  // d * sc_j * d_x,j, broadcast from memory (no shuffle)
-        for (int i = 0; i < M; i++) {
-            _mm256_store_ps(scale[i], _mm256_mul_ps(sc, _mm256_loadu_ps(x[i].d + s * kSubBlocks)));
-            acc[i] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps(x[i].sum + s * kSubBlocks), acc[i]);  // - dmin m_j sum_j
-        }
-        const __m256i m4 = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
-        [[maybe_unused]] __m256i qh;  // Q5_K: the high bits of chunk c in bits 0 and 1 of each byte
-        if constexpr (kFive) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
-        for (int c = 0; c < 4; c++) {  // 32 bytes: sub-block 2c in the low nibbles, 2c+1 in the high
-            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
-            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            if constexpr (kFive) {
-                const __m256i b4 = _mm256_set1_epi8(0x10);
-                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b4));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b4));
-                qh = _mm256_srli_epi16(qh, 2);
-            }
-            const __m256i la = _mm256_unpacklo_epi8(lo, zero), lb = _mm256_unpackhi_epi8(lo, zero);
-            const __m256i ha = _mm256_unpacklo_epi8(hi, zero), hb = _mm256_unpackhi_epi8(hi, zero);
-            for (int i = 0; i < M; i++) {
-                const int16_t* xq = x[i].q + (s * kSubBlocks + 2 * c) * 32;
-                const __m256 p0 = _mm256_cvtepi32_ps(block_dot(la, lb, xq));
-                const __m256 p1 = _mm256_cvtepi32_ps(block_dot(ha, hb, xq + 32));
-                acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[i][2 * c]), p0, acc[i]);
-                acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[i][2 * c + 1]), p1, acc[i]);
-            }
-        }
-    }
-};
-
-struct IntQ6_K {
-    using Block = block_q6_K;
-    template <int M>
-    static void add(const block_q6_K& blk, const XRow* x, int64_t s, __m256* acc) {
-        const __m256 d = _mm256_set1_ps(simd::f16(blk.d));
-        const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30), zero = _mm256_setzero_si256();
-        const __m256i off = _mm256_set1_epi16(32);
-        const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
-        for (int h = 0; h < 2; h++) {  // half h: elements 128h..128h+128, ActBlocks 4h..4h+4, groups 8h..8h+8
-            const __m256 sc = _mm256_mul_ps(
-                d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h)))));
-            __m256 scale[M];  // lane g: d * sc_g * d_x of the ActBlock holding group g
-            for (int i = 0; i < M; i++) {
-                const __m128 dx = _mm_loadu_ps(x[i].d + s * kSubBlocks + 4 * h);
-                scale[i] = _mm256_mul_ps(sc, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dx), dup));
-            }
-            const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
-            const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-            // ActBlock 4h + k takes nibble (k >= 2) of ql(k & 1) and bits 2k..2k+1 of qh, as bits 4-5.
-            const __m256i u[4] = {
-                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2)),
-            };
-            for (int k = 0; k < 4; k++) {
-                const __m256i a = _mm256_sub_epi16(_mm256_unpacklo_epi8(u[k], zero), off);
-                const __m256i b = _mm256_sub_epi16(_mm256_unpackhi_epi8(u[k], zero), off);
-                // Lanes 0-3 hold group 2k of this half, lanes 4-7 group 2k+1.
-                const __m256i g = _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1);
-                for (int i = 0; i < M; i++) {
-                    const int16_t* xq = x[i].q + (s * kSubBlocks + 4 * h + k) * 32;
-                    const __m256 p = _mm256_cvtepi32_ps(block_dot(a, b, xq));
-                    acc[i] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scale[i], g), p, acc[i]);
-                }
-            }
-        }
-    }
-};
-
 // R weight rows times M rows of X: y[i * y_stride + r * y_lane] = w[r] . x_i.
 template <class Dec, int R, int M>
 void dot_rows(const uint8_t* const* w, const XRow* x, int64_t nsb, float* y, int64_t y_stride, int64_t y_lane = 1) {
@@ -234,7 +87,7 @@ void dot_rows(const uint8_t* const* w, const XRow* x, int64_t nsb, float* y, int
     for (int r = 0; r < R; r++)
         for (int i = 0; i < M; i++) acc[r][i] = _mm256_setzero_ps();
     for (int64_t s = 0; s < nsb; s++)
-        for (int r = 0; r < R; r++) Dec::template add<M>(reinterpret_cast<const typename Dec::Block*>(w[r])[s], x, s, acc[r]);
+        for (int r = 0; r < R; r++) Dec::template add<M, XRow>(reinterpret_cast<const typename Dec::Block*>(w[r])[s], x, s, acc[r]);
     for (int r = 0; r < R; r++)
         for (int i = 0; i < M; i++) y[i * y_stride + r * y_lane] = simd::hsum8(acc[r][i]);
 }

@@ -1,22 +1,19 @@
 // The few helpers the SIMD kernels share (matmul.cpp, matmul_int.cpp, matmul_int_k.cpp,
 // matmul_packed.cpp, attention.cpp): AVX2 ones, and a register-tile vector that is a zmm where the
 // build has AVX-512. RIDGE_CPU_SIMD is 1 when the build targets AVX2 + FMA + F16C, and only then
-// are the helpers defined.
+// are the helpers defined. The weight formats' decoders share the lower ones
+// (weights/formats/simd.h: f16, dot_add_i16), which this namespace takes in.
 #pragma once
 #include <cstdint>
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
-#define RIDGE_CPU_SIMD 1
-#else
-#define RIDGE_CPU_SIMD 0
-#endif
+#include "weights/formats/simd.h"
+#define RIDGE_CPU_SIMD RIDGE_FORMAT_SIMD
 
 #if RIDGE_CPU_SIMD
 namespace ridge::cpu::simd {
 
-// IEEE half bits -> float, exact (the same value as weights/blocks.h fp16_to_fp32).
-inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+using ridge::simd::dot_add_i16;
+using ridge::simd::f16;
 
 // n halves -> floats, 8 at a time: exact, the value of cpu::f16_to_f32 (f16.h) for every half.
 inline void f16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
@@ -62,17 +59,6 @@ inline __m256 exp8(__m256 x) {
     for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
     const __m256i two_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(two_n)));
-}
-
-// acc + 8 int32 lanes, each a[2l] b[2l] + a[2l+1] b[2l+1] of 16 signed 16-bit lanes (AVX-VNNI's
-// dpwssd where the CPU has it, else madd + add). Exact while no lane passes 2^31: callers state
-// their bound.
-inline __m256i dot_add_i16(__m256i acc, __m256i a, __m256i b) {
-#if defined(__AVXVNNI__)
-    return _mm256_dpwssd_avx_epi32(acc, a, b);
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
-#endif
 }
 
 // The register tiles' vectors (the prefill GEMM in matmul_packed.cpp, attention's in

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "kernels/cuda/runtime.h"
-#include "weights/blocks.h"
+#include "weights/formats.h"
 #include "weights/types.h"
 
 namespace ridge {
@@ -66,47 +66,25 @@ struct DeviceMatrix {
 DeviceMatrix upload_matrix(const TensorView& W);
 
 // ---- decode, on host and device -------------------------------------------------------------
+// The arithmetic is the formats' (weights/formats/); these find a block in either layout.
 
 // Element c of row j, as f32 (dequantize_row's value, up to the contraction of d*q + m into one
 // FMA that nvcc makes in device code).
 RIDGE_HD inline float element(const Matrix& W, int64_t j, int64_t c) {
     const int64_t nb = W.k / 32;  // 32-element blocks per row
+    const int64_t b = j * nb + c / 32;
+    const int e = int(c % 32);
     switch (W.type) {
         case DType::F32: return reinterpret_cast<const float*>(W.rows)[j * W.k + c];
         case DType::F16: return fp16_to_fp32(reinterpret_cast<const uint16_t*>(W.rows)[j * W.k + c]);
         case DType::BF16: return bf16_to_fp32(reinterpret_cast<const uint16_t*>(W.rows)[j * W.k + c]);
-        case DType::Q4_0:
-        case DType::Q4_1: {
-            const int64_t b = j * nb + c / 32;
-            const int e = int(c % 32);
-            const uint8_t byte = W.codes[b * 16 + (e % 16)];
-            const int q = e < 16 ? (byte & 0x0f) : (byte >> 4);
-            const float d = fp16_to_fp32(W.d[b]);
-            if (W.type == DType::Q4_0) return d * float(q - 8);
-            const float t = d * float(q);
-            return t + fp16_to_fp32(W.mins[b]);
-        }
-        case DType::Q8_0: {
-            const int64_t b = j * nb + c / 32;
-            return float(int8_t(W.codes[b * 32 + c % 32])) * fp16_to_fp32(W.d[b]);
-        }
-        case DType::Q4_K: {
-            const block_q4_K& blk = reinterpret_cast<const block_q4_K*>(W.rows)[j * (W.k / QK_K) + c / QK_K];
-            const int e = int(c % QK_K), s = e / 32, l = e % 32;  // sub-block s, element l
-            uint8_t sc, mn;
-            q4k_scale_min(s, blk.scales, &sc, &mn);
-            const float dj = fp16_to_fp32(blk.d) * float(sc), mj = fp16_to_fp32(blk.dmin) * float(mn);
-            const float t = dj * float((blk.qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0f);
-            return t - mj;
-        }
-        case DType::Q6_K: {
-            const block_q6_K& blk = reinterpret_cast<const block_q6_K*>(W.rows)[j * (W.k / QK_K) + c / QK_K];
-            const int e = int(c % QK_K), h = e / 128, q4 = (e % 128) / 32, l = e % 32;
-            const uint8_t lo = (blk.ql[64 * h + 32 * (q4 & 1) + l] >> (4 * (q4 >> 1))) & 0x0f;
-            const uint8_t hi = (blk.qh[32 * h + l] >> (2 * q4)) & 0x03;
-            const float ds = fp16_to_fp32(blk.d) * float(blk.scales[e / 16]);
-            return ds * float(int(lo | (hi << 4)) - 32);
-        }
+        case DType::Q4_0: return q4_0_element(W.codes + b * 16, fp16_to_fp32(W.d[b]), e);
+        case DType::Q4_1: return q4_1_element(W.codes + b * 16, fp16_to_fp32(W.d[b]), fp16_to_fp32(W.mins[b]), e);
+        case DType::Q8_0: return q8_0_value(int8_t(W.codes[b * 32 + e]), fp16_to_fp32(W.d[b]));
+        case DType::Q4_K:
+            return q4_K_element(reinterpret_cast<const block_q4_K*>(W.rows)[j * (W.k / QK_K) + c / QK_K], int(c % QK_K));
+        case DType::Q6_K:
+            return q6_K_element(reinterpret_cast<const block_q6_K*>(W.rows)[j * (W.k / QK_K) + c / QK_K], int(c % QK_K));
         default: return 0.0f;  // not reachable: pack_matrix accepts only supported types
     }
 }
@@ -115,58 +93,19 @@ RIDGE_HD inline float element(const Matrix& W, int64_t j, int64_t c) {
 // work of the matvec's lanes. Each element is element(W, j, 32s + i), computed with the block's
 // scales loaded once.
 RIDGE_HD inline void decode32(const Matrix& W, int64_t j, int64_t s, float* y) {
-    const int64_t nb = W.k / 32;
+    const int64_t b = j * (W.k / 32) + s;
     switch (W.type) {
-        case DType::Q4_0:
-        case DType::Q4_1: {
-            const int64_t b = j * nb + s;
-            const uint8_t* q = W.codes + b * 16;
-            const float d = fp16_to_fp32(W.d[b]);
-            const float m = W.type == DType::Q4_1 ? fp16_to_fp32(W.mins[b]) : 0.0f;
-            for (int i = 0; i < 16; i++) {
-                if (W.type == DType::Q4_0) {
-                    y[i] = d * float((q[i] & 0x0f) - 8);
-                    y[i + 16] = d * float((q[i] >> 4) - 8);
-                } else {
-                    const float lo = d * float(q[i] & 0x0f), hi = d * float(q[i] >> 4);
-                    y[i] = lo + m;
-                    y[i + 16] = hi + m;
-                }
-            }
-            return;
-        }
+        case DType::Q4_0: return q4_0_decode(W.codes + b * 16, fp16_to_fp32(W.d[b]), y);
+        case DType::Q4_1: return q4_1_decode(W.codes + b * 16, fp16_to_fp32(W.d[b]), fp16_to_fp32(W.mins[b]), y);
         case DType::Q8_0: {
-            const int64_t b = j * nb + s;
             const float d = fp16_to_fp32(W.d[b]);
-            for (int i = 0; i < 32; i++) y[i] = float(int8_t(W.codes[b * 32 + i])) * d;
+            for (int i = 0; i < 32; i++) y[i] = q8_0_value(int8_t(W.codes[b * 32 + i]), d);
             return;
         }
-        case DType::Q4_K: {
-            const block_q4_K& blk = reinterpret_cast<const block_q4_K*>(W.rows)[j * (W.k / QK_K) + s / 8];
-            const int sub = int(s % 8);
-            uint8_t sc, mn;
-            q4k_scale_min(sub, blk.scales, &sc, &mn);
-            const float dj = fp16_to_fp32(blk.d) * float(sc), mj = fp16_to_fp32(blk.dmin) * float(mn);
-            const uint8_t* q = blk.qs + 32 * (sub / 2);
-            const int shift = 4 * (sub % 2);
-            for (int l = 0; l < 32; l++) {
-                const float t = dj * float((q[l] >> shift) & 0x0f);
-                y[l] = t - mj;
-            }
-            return;
-        }
-        case DType::Q6_K: {
-            const block_q6_K& blk = reinterpret_cast<const block_q6_K*>(W.rows)[j * (W.k / QK_K) + s / 8];
-            const int e0 = int(s % 8) * 32, h = e0 / 128, q4 = (e0 % 128) / 32;
-            const float d = fp16_to_fp32(blk.d);
-            const float ds0 = d * float(blk.scales[e0 / 16]), ds1 = d * float(blk.scales[e0 / 16 + 1]);
-            for (int l = 0; l < 32; l++) {
-                const uint8_t lo = (blk.ql[64 * h + 32 * (q4 & 1) + l] >> (4 * (q4 >> 1))) & 0x0f;
-                const uint8_t hi = (blk.qh[32 * h + l] >> (2 * q4)) & 0x03;
-                y[l] = (l < 16 ? ds0 : ds1) * float(int(lo | (hi << 4)) - 32);
-            }
-            return;
-        }
+        case DType::Q4_K:
+            return q4_K_sub_block(reinterpret_cast<const block_q4_K*>(W.rows)[j * (W.k / QK_K) + s / 8], int(s % 8), y);
+        case DType::Q6_K:
+            return q6_K_chunk(reinterpret_cast<const block_q6_K*>(W.rows)[j * (W.k / QK_K) + s / 8], int(s % 8), y);
         default:
             for (int i = 0; i < 32; i++) y[i] = element(W, j, 32 * s + i);
     }

@@ -46,13 +46,8 @@ __device__ inline void load_block(const Matrix& W, int64_t j, int64_t s, float* 
 #pragma unroll
         for (int i = 0; i < 16; i++) {
             const uint32_t byte = (words[i / 4] >> (8 * (i % 4))) & 0xff;
-            if constexpr (T == DType::Q4_0) {
-                w[i] = d * float(int(byte & 0x0f) - 8);
-                w[i + 16] = d * float(int(byte >> 4) - 8);
-            } else {
-                w[i] = d * float(byte & 0x0f) + m;
-                w[i + 16] = d * float(byte >> 4) + m;
-            }
+            if constexpr (T == DType::Q4_0) q4_0_pair(byte, d, w[i], w[i + 16]);
+            else q4_1_pair(byte, d, m, w[i], w[i + 16]);
         }
     } else if constexpr (T == DType::Q8_0) {
         const uint4* p = reinterpret_cast<const uint4*>(W.codes) + 2 * b;
@@ -60,7 +55,7 @@ __device__ inline void load_block(const Matrix& W, int64_t j, int64_t s, float* 
         const uint32_t words[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
         const float d = fp16_to_fp32(__ldg(W.d + b));
 #pragma unroll
-        for (int i = 0; i < 32; i++) w[i] = float(int8_t((words[i / 4] >> (8 * (i % 4))) & 0xff)) * d;
+        for (int i = 0; i < 32; i++) w[i] = q8_0_value(int8_t((words[i / 4] >> (8 * (i % 4))) & 0xff), d);
     } else if constexpr (T == DType::F16 || T == DType::BF16) {
         const uint4* p = reinterpret_cast<const uint4*>(W.rows) + (j * W.k + 32 * s) / 8;
 #pragma unroll

@@ -16,7 +16,7 @@
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/probe.h"
 #include "kernels/cuda/attention.h"
-#include "weights/blocks.h"
+#include "weights/formats.h"
 #include "weights/quant.h"
 #include "weights/tensor.h"
 

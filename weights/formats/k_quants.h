@@ -1,0 +1,292 @@
+// The K-quants Q4_K, Q5_K and Q6_K, ggml's super-blocks of 256 elements with per-sub-block scales:
+// the block layouts and every decoder of them (scalar and device, RIDGE_HD; the integer decoders of
+// matmul v4_int_k with their scalar twins), together, as in q4.h.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "weights/formats/floats.h"
+#include "weights/formats/simd.h"
+#include "weights/hd.h"
+
+namespace ridge {
+
+constexpr int QK_K = 256;        // elements per K-quant super-block
+constexpr int K_SCALE_SIZE = 12; // bytes of packed 6-bit scales and mins in Q4_K / Q5_K
+
+// Q4_K: 256 elements in 8 sub-blocks of 32, each with a 6-bit scale sc and min mn;
+// y = (d*sc) * q - (dmin*mn). Chunk c (64 elements) takes the low nibbles of qs[32c..32c+32)
+// for sub-block 2c and the high nibbles for sub-block 2c+1.
+struct block_q4_K {
+    uint16_t d;                     // f16 super-block scale of the scales
+    uint16_t dmin;                  // f16 super-block scale of the mins
+    uint8_t scales[K_SCALE_SIZE];   // 8 scales + 8 mins, 6 bits each (see q4k_scale_min)
+    uint8_t qs[QK_K / 2];           // (128) nibbles
+};
+// Q5_K: Q4_K plus a fifth bit: element l of sub-block j takes bit j of qh[l].
+struct block_q5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[K_SCALE_SIZE];
+    uint8_t qh[QK_K / 8];           // (32) high bits
+    uint8_t qs[QK_K / 2];           // (128) low nibbles, as Q4_K
+};
+// Q6_K: 256 elements in 16 sub-blocks of 16 with int8 scales; q = 6 bits - 32; y = (d*sc) * q.
+// Half h (128 elements): element 32k + l (k = 0..3, l = 0..31) takes nibble (k >= 2) of
+// ql[64h + 32(k&1) + l] and bits 2k..2k+1 of qh[32h + l].
+struct block_q6_K {
+    uint8_t ql[QK_K / 2];       // (128) low 4 bits
+    uint8_t qh[QK_K / 4];       // (64) high 2 bits
+    int8_t scales[QK_K / 16];   // (16) sub-block scales
+    uint16_t d;                 // f16 super-block scale
+};
+
+static_assert(sizeof(block_q4_K) == 144, "Q4_K block is 144 bytes");
+static_assert(sizeof(block_q5_K) == 176, "Q5_K block is 176 bytes");
+static_assert(sizeof(block_q6_K) == 210, "Q6_K block is 210 bytes");
+
+// ---- scalar decode, host and device ----------------------------------------------------------
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block. Bytes 0-3 hold the low
+// 6 bits of scales 0-3 (top 2 bits: high bits of scale j+4), bytes 4-7 the same for mins,
+// bytes 8-11 the low nibbles of scales 4-7 (low half) and mins 4-7 (high half).
+RIDGE_HD inline void q4k_scale_min(int j, const uint8_t* s, uint8_t* sc, uint8_t* mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = uint8_t((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
+        *mn = uint8_t((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+// Sub-block j (elements 32j..32j+32) of a Q4_K block into y (32).
+RIDGE_HD inline void q4_K_sub_block(const block_q4_K& b, int j, float* y) {
+    uint8_t sc, mn;
+    q4k_scale_min(j, b.scales, &sc, &mn);
+    const float dj = fp16_to_fp32(b.d) * float(sc), mj = fp16_to_fp32(b.dmin) * float(mn);
+    const uint8_t* q = b.qs + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < 32; l++) {
+        const float t = dj * float((q[l] >> shift) & 0x0f);
+        y[l] = t - mj;
+    }
+}
+// Element e (0..255) of a Q4_K block.
+RIDGE_HD inline float q4_K_element(const block_q4_K& b, int e) {
+    const int j = e / 32, l = e % 32;  // sub-block j, element l
+    uint8_t sc, mn;
+    q4k_scale_min(j, b.scales, &sc, &mn);
+    const float dj = fp16_to_fp32(b.d) * float(sc), mj = fp16_to_fp32(b.dmin) * float(mn);
+    const float t = dj * float((b.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0x0f);
+    return t - mj;
+}
+
+// The 6-bit code (0..63, before the offset of 32) of element e of a Q6_K block.
+RIDGE_HD inline int q6_K_code(const block_q6_K& b, int e) {
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const uint8_t lo = (b.ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0f;
+    const uint8_t hi = (b.qh[32 * h + l] >> (2 * k)) & 0x03;
+    return int(lo | (hi << 4));
+}
+// Elements 32s..32s+32 of a Q6_K block into y (32): two groups of 16, each with its scale.
+RIDGE_HD inline void q6_K_chunk(const block_q6_K& b, int s, float* y) {
+    const float d = fp16_to_fp32(b.d);
+    const float ds0 = d * float(b.scales[2 * s]), ds1 = d * float(b.scales[2 * s + 1]);
+    for (int l = 0; l < 32; l++) y[l] = (l < 16 ? ds0 : ds1) * float(q6_K_code(b, 32 * s + l) - 32);
+}
+// Element e (0..255) of a Q6_K block.
+RIDGE_HD inline float q6_K_element(const block_q6_K& b, int e) {
+    const float ds = fp16_to_fp32(b.d) * float(b.scales[e / 16]);
+    return ds * float(q6_K_code(b, e) - 32);
+}
+
+// y (256)
+RIDGE_HD inline void dequant_block(const block_q4_K& b, float* y) {
+    for (int j = 0; j < QK_K / 32; j++) q4_K_sub_block(b, j, y + 32 * j);
+}
+
+// y (256)
+RIDGE_HD inline void dequant_block(const block_q5_K& b, float* y) {
+    const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
+    for (int j = 0; j < QK_K / 32; j++) {
+        uint8_t sc, mn;
+        q4k_scale_min(j, b.scales, &sc, &mn);
+        const float dj = d * float(sc), mj = dmin * float(mn);
+        const uint8_t* q = b.qs + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
+        for (int l = 0; l < 32; l++) {
+            const uint32_t v = ((q[l] >> shift) & 0x0f) | (((b.qh[l] >> j) & 1) << 4);
+            const float t = dj * float(v);
+            y[32 * j + l] = t - mj;
+        }
+    }
+}
+
+// y (256)
+RIDGE_HD inline void dequant_block(const block_q6_K& b, float* y) {
+    for (int s = 0; s < QK_K / 32; s++) q6_K_chunk(b, s, y + 32 * s);
+}
+
+// ---- the integer kernels' scalar twins -------------------------------------------------------
+// A super-block against the 8 blocks of 32 integer activations it meets (Act: q[32] codes, their
+// scale d and their sum; kernels/cpu/matmul_int.h's ActBlock): the exact integer sums in int64,
+// scaled and summed in double. Codes in element order, as dequant_block.
+
+// Q4_K (or Q5_K) super-block `blk` against its 8 activation blocks x[0..8).
+template <class Block, class Act>
+inline double dot_q4_K(const Block& blk, const Act* x) {  // x: (8) blocks
+    const double d = fp16_to_fp32(blk.d), dmin = fp16_to_fp32(blk.dmin);
+    double acc = 0.0;
+    for (int j = 0; j < QK_K / 32; j++) {  // sub-block j: elements 32j..32j+32 = ActBlock j
+        uint8_t sc, mn;
+        q4k_scale_min(j, blk.scales, &sc, &mn);
+        const uint8_t* q = blk.qs + 32 * (j / 2);  // low nibbles for even j, high for odd
+        const int shift = 4 * (j % 2);
+        int64_t isum = 0;
+        for (int l = 0; l < 32; l++) {
+            int code = (q[l] >> shift) & 0x0f;
+            if constexpr (std::is_same_v<Block, block_q5_K>) code |= ((blk.qh[l] >> j) & 1) << 4;
+            isum += int64_t(code) * int64_t(x[j].q[l]);
+        }
+        acc += d * double(sc) * double(x[j].d) * double(isum) - dmin * double(mn) * double(x[j].sum);
+    }
+    return acc;
+}
+
+// Q6_K super-block against its 8 activation blocks: 16 groups of 16 elements, each with an int8 scale.
+template <class Act>
+inline double dot_q6_K(const block_q6_K& blk, const Act* x) {  // x: (8) blocks
+    const double d = fp16_to_fp32(blk.d);
+    double acc = 0.0;
+    for (int g = 0; g < QK_K / 16; g++) {  // group g: elements 16g..16g+16, half of ActBlock g/2
+        int64_t isum = 0;
+        for (int t = 0; t < 16; t++) {
+            const int e = 16 * g + t;
+            isum += int64_t(q6_K_code(blk, e) - 32) * int64_t(x[g / 2].q[e % 32]);
+        }
+        acc += d * double(blk.scales[g]) * double(x[g / 2].d) * double(isum);
+    }
+    return acc;
+}
+
+#if RIDGE_FORMAT_SIMD
+// ---- integer decoders (matmul v4_int_k) --------------------------------------------------------
+// Lane order. Unpacking 32 bytes (elements 0..31) against zero gives int16 vectors holding
+// elements [0..7 | 16..23] and [8..15 | 24..31]; madd then leaves elements 0..15 in int32 lanes
+// 0-3 and 16..31 in lanes 4-7 (Q6_K's two groups of an ActBlock, each with its own scale).
+// X is rearranged once per call to the same order, so no weight byte crosses a 128-bit lane.
+
+// Integer dot products with simd::dot_add_i16: |a| <= 32, |b| <= 32767, so a lane of one ActBlock
+// (4 products) stays below 2^22.
+// x (XRow, the kernel's type): q, the activations' codes in lane order; d and sum, each block's
+// scale and sum, contiguous.
+
+// The int32 lanes of one block of 32 activations: weight codes (a, b) in lane order times x's 32
+// codes at xq (in lane order too).
+inline __m256i k_block_dot(__m256i a, __m256i b, const int16_t* xq) {
+    const __m256i* x = reinterpret_cast<const __m256i*>(xq);
+    return simd::dot_add_i16(simd::dot_add_i16(_mm256_setzero_si256(), a, _mm256_loadu_si256(x)), b, _mm256_loadu_si256(x + 1));
+}
+
+// One decoder per type: super-block s of a row, added to acc[i] for the M rows of X (lane sums
+// are y's contributions; the caller adds the 8 lanes at the end). Q5_K is Q4_K with a fifth bit
+// per code: chunk c's low nibbles (sub-block 2c) take bit 2c of their element's qh byte, its high
+// nibbles bit 2c + 1, moved to bit 4 by a shift of qh (shifted 2 further each chunk) and a mask.
+template <class BlockType>
+struct IntQ4_K {
+    using Block = BlockType;
+    static constexpr int kSub = QK_K / 32;  // blocks of 32 activations per super-block
+    static constexpr bool kFive = std::is_same_v<Block, block_q5_K>;
+    template <int M, class XRow>
+    static void add(const Block& blk, const XRow* x, int64_t s, __m256* acc) {
+        // The 12 packed bytes -> 8 scales and 8 mins, one byte each (llama.cpp's unpacking of
+        // q4k_scale_min): u[0..1] scales 0..7, u[2..3] mins 0..7.
+        uint32_t u[4];
+        std::memcpy(u, blk.scales, 12);
+        constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+        u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
+        const uint32_t mins_lo = u[1] & kLow6;
+        u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
+        u[2] = mins_lo;
+        u[0] &= kLow6;
+        const __m128i packed = _mm_set_epi32(int(u[3]), int(u[2]), int(u[1]), int(u[0]));
+        const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(packed)));
+        const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.dmin)),
+                                        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(packed, 8))));
+        alignas(32) float scale[M][kSub];  // d * sc_j * d_x,j, broadcast from memory (no shuffle)
+        for (int i = 0; i < M; i++) {
+            _mm256_store_ps(scale[i], _mm256_mul_ps(sc, _mm256_loadu_ps(x[i].d + s * kSub)));
+            acc[i] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps(x[i].sum + s * kSub), acc[i]);  // - dmin m_j sum_j
+        }
+        const __m256i m4 = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+        [[maybe_unused]] __m256i qh;  // Q5_K: the high bits of chunk c in bits 0 and 1 of each byte
+        if constexpr (kFive) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
+        for (int c = 0; c < 4; c++) {  // 32 bytes: sub-block 2c in the low nibbles, 2c+1 in the high
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if constexpr (kFive) {
+                const __m256i b4 = _mm256_set1_epi8(0x10);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b4));
+                qh = _mm256_srli_epi16(qh, 2);
+            }
+            const __m256i la = _mm256_unpacklo_epi8(lo, zero), lb = _mm256_unpackhi_epi8(lo, zero);
+            const __m256i ha = _mm256_unpacklo_epi8(hi, zero), hb = _mm256_unpackhi_epi8(hi, zero);
+            for (int i = 0; i < M; i++) {
+                const int16_t* xq = x[i].q + (s * kSub + 2 * c) * 32;
+                const __m256 p0 = _mm256_cvtepi32_ps(k_block_dot(la, lb, xq));
+                const __m256 p1 = _mm256_cvtepi32_ps(k_block_dot(ha, hb, xq + 32));
+                acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[i][2 * c]), p0, acc[i]);
+                acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[i][2 * c + 1]), p1, acc[i]);
+            }
+        }
+    }
+};
+
+struct IntQ6_K {
+    using Block = block_q6_K;
+    static constexpr int kSub = QK_K / 32;
+    template <int M, class XRow>
+    static void add(const block_q6_K& blk, const XRow* x, int64_t s, __m256* acc) {
+        const __m256 d = _mm256_set1_ps(simd::f16(blk.d));
+        const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30), zero = _mm256_setzero_si256();
+        const __m256i off = _mm256_set1_epi16(32);
+        const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+        for (int h = 0; h < 2; h++) {  // half h: elements 128h..128h+128, ActBlocks 4h..4h+4, groups 8h..8h+8
+            const __m256 sc = _mm256_mul_ps(
+                d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h)))));
+            __m256 scale[M];  // lane g: d * sc_g * d_x of the ActBlock holding group g
+            for (int i = 0; i < M; i++) {
+                const __m128 dx = _mm_loadu_ps(x[i].d + s * kSub + 4 * h);
+                scale[i] = _mm256_mul_ps(sc, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dx), dup));
+            }
+            const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+            // ActBlock 4h + k takes nibble (k >= 2) of ql(k & 1) and bits 2k..2k+1 of qh, as bits 4-5.
+            const __m256i u[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2)),
+            };
+            for (int k = 0; k < 4; k++) {
+                const __m256i a = _mm256_sub_epi16(_mm256_unpacklo_epi8(u[k], zero), off);
+                const __m256i b = _mm256_sub_epi16(_mm256_unpackhi_epi8(u[k], zero), off);
+                // Lanes 0-3 hold group 2k of this half, lanes 4-7 group 2k+1.
+                const __m256i g = _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1);
+                for (int i = 0; i < M; i++) {
+                    const int16_t* xq = x[i].q + (s * kSub + 4 * h + k) * 32;
+                    const __m256 p = _mm256_cvtepi32_ps(k_block_dot(a, b, xq));
+                    acc[i] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scale[i], g), p, acc[i]);
+                }
+            }
+        }
+    }
+};
+#endif  // RIDGE_FORMAT_SIMD
+
+}  // namespace ridge
