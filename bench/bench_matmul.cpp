@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/matmul_int.h"
 #include "weights/quant.h"
 
 namespace {

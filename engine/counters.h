@@ -19,7 +19,7 @@ namespace ridge {
 enum class Op {
     Embed,       // token embedding lookup (one table row per token)
     Norm,        // RMSNorm (two per layer, and the final norm)
-    Quantize,    // a matmul input as 16-bit integers (the fast path; see kernels/cpu/matmul_int.h)
+    Quantize,    // a matmul input as 16-bit integers (the fast path; see kernels/cpu/matmul.h)
     Q, K, V,     // the query / key / value projections
     Rope,        // rotary position embedding of q and k
     KVStore,     // keys and values into the KV cache

@@ -7,7 +7,6 @@
 
 #include "engine/backend.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/matmul_int.h"
 #include "weights/error.h"
 
 namespace ridge {

@@ -18,7 +18,7 @@ enum class Device { Cpu, Cuda };
 // the weights.
 struct RunOptions {
     // false (the default, fast): a matrix whose type has an integer kernel (Q4_0, Q4_1, Q5_0, Q5_1,
-    // Q8_0, Q4_K, Q5_K, Q6_K) takes its input rows quantized to 16-bit integers (matmul_int.h) for
+    // Q8_0, Q4_K, Q5_K, Q6_K) takes its input rows quantized to 16-bit integers (kernels/cpu/matmul.h) for
     // decode rows and short prompts. true (--exact): every matmul takes f32 activations, the
     // reference arithmetic.
     bool exact = false;

@@ -18,7 +18,7 @@
 #include "engine/dump.h"
 #include "engine/engine.h"
 #include "engine/kv_cache.h"
-#include "kernels/cpu/matmul_int.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 
 namespace ridge {

@@ -165,7 +165,7 @@ inline Cost matmul_cost(DType type, int64_t k, int64_t n, int64_t m) {
     return c;
 }
 
-// X as 16-bit integer blocks of 32 (kernels/cpu/matmul_int.h): 32 codes, a scale and a sum.
+// X as 16-bit integer blocks of 32 (kernels/cpu/matmul.h): 32 codes, a scale and a sum.
 inline constexpr double kActBlockBytes = 32 * 2 + 2 * 4;  // 72 bytes per block
 inline Cost quantize_rows_cost(int64_t m, int64_t k) {
     Cost c;

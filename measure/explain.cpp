@@ -10,7 +10,7 @@
 #include "engine/backend.h"
 #include "engine/forward.h"
 #include "engine/kv_cache.h"
-#include "kernels/cpu/matmul_int.h"
+#include "kernels/cpu/matmul.h"
 #include "weights/error.h"
 #include "weights/model_stats.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/f16.h"
-#include "kernels/cpu/matmul_int.h"
+#include "kernels/cpu/matmul.h"
 #include "weights/quant.h"
 #include "weights/tensor.h"
 #include "weights/types.h"

@@ -19,7 +19,6 @@
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/matmul_int.h"
 #include "engine_test_util.h"
 #include "kernel_test_util.h"
 #include "weights/model_file.h"

@@ -1,4 +1,4 @@
-// Several matmuls in one OpenMP region (kernels/cpu/row_jobs.h, matmul_rows_fused): the row split
+// Several matmuls in one OpenMP region (kernels/cpu/matmul.h, matmul_rows_fused): the row split
 // covers every row once on row-aligned cuts for any thread count, and each fused output is what
 // matmul_rows gives alone, bit for bit, for the integer, v3 and v1 paths and mixed lists.
 #include <gtest/gtest.h>
@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/row_jobs.h"
 #include "kernel_test_util.h"
 
 namespace ridge {

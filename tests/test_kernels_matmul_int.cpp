@@ -1,4 +1,4 @@
-// Integer activations (kernels/cpu/matmul_int.h): the quantizer by hand, the scalar twin on exact
+// Integer activations (kernels/cpu/matmul.h): the quantizer by hand, the scalar twin on exact
 // integers and within the rounding bound of the f32 reference, v4 against its twin for odd sizes,
 // one row of X against the same row in a batch, and matmul()'s choice of path.
 #include <gtest/gtest.h>
@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/matmul_int.h"
 #include "kernel_test_util.h"
 #include "weights/error.h"
 

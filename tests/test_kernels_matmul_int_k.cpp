@@ -1,4 +1,4 @@
-// Integer activations for K-quant weights (kernels/cpu/matmul_int_k.cpp): Q4_K and Q6_K against
+// Integer activations for K-quant weights (kernels/cpu/matmul.cpp): Q4_K and Q6_K against
 // the dequantized reference on exact integers, the scalar twin within the rounding bound of the f32
 // reference, v4_int_k against its twin for odd sizes, and bad inputs.
 #include <gtest/gtest.h>
@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/matmul_int.h"
 #include "kernel_test_util.h"
 #include "weights/formats.h"
 #include "weights/error.h"

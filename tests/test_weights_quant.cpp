@@ -1,4 +1,4 @@
-// Tests for weights/formats/ and weights/quant.cpp: hand-worked blocks, exhaustive fp16 round
+// Tests for weights/formats/ and weights/quant.h: hand-worked blocks, exhaustive fp16 round
 // trips, fp16 rounding against the CPU's F16C instruction, and bit-for-bit agreement with the
 // gguf-py goldens in tests/data/quant (made by tools/gen_quant_goldens.py; format documented there).
 #include <gtest/gtest.h>

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """The ridge source files one decode step runs, counted from a coverage build.
 
-Builds ridge with gcc --coverage (in build-cov/, CPU only), runs `ridge generate` greedily on the
-default model with -n 2 and then -n 3 from the same prompt, and lists every source file of the
-repository (tests and third-party code excluded) that has a line whose execution count grew from -n 2
-to -n 3: the lines of exactly one more decode step (its forward pass, sampling the token, printing
-it). (-n 1 decodes nothing: its one token comes from the prompt's logits.)
+Builds bench/bench_decode_step with gcc --coverage and -DRIDGE_COVERAGE_STEP (in build-cov/, CPU
+only, the default plan), runs it on the default model, and lists every source file of the
+repository (tests, benchmarks and third-party code excluded) with a line executed during exactly
+one decode step: Session::decode of one token and the greedy Sampler::sample of the next. The
+program resets gcov's counters just before that step and writes them just after it, so loading,
+the prompt and the warm-up step are not counted, and neither is printing text (the CLI's and the
+tokenizer's part of `ridge generate`, not the engine's step).
 The reading guide (docs/reading-guide.md) lists these files.
 
 Usage: python3 tools/decode_step_files.py [--model FILE] [--no-build]
@@ -26,19 +28,18 @@ BUILD = os.path.join(ROOT, "build-cov")
 
 def build():
     subprocess.run(["cmake", "-S", ROOT, "-B", BUILD, "-DCMAKE_BUILD_TYPE=Debug", "-DRIDGE_TESTS=OFF",
-                    "-DRIDGE_CUDA=OFF", "-DCMAKE_CXX_FLAGS=--coverage -O1", "-DCMAKE_EXE_LINKER_FLAGS=--coverage"],
+                    "-DRIDGE_CUDA=OFF", "-DRIDGE_SERVE=OFF", "-DCMAKE_CXX_FLAGS=--coverage -O1 -DRIDGE_COVERAGE_STEP",
+                    "-DCMAKE_EXE_LINKER_FLAGS=--coverage"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", BUILD, "-j", str(os.cpu_count() or 2), "--target", "bench_decode_step"],
                    check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", BUILD, "-j", str(os.cpu_count() or 2), "--target", "ridge"], check=True,
-                   stdout=subprocess.DEVNULL)
 
 
-def line_counts(model, n):
-    """(file, line) -> times executed by one `generate -n n` run."""
+def step_lines(model):
+    """(file, line) -> times executed during the one decode step."""
     for f in glob.glob(os.path.join(BUILD, "**", "*.gcda"), recursive=True):
         os.remove(f)
     env = dict(os.environ, OMP_NUM_THREADS="2")
-    subprocess.run([os.path.join(BUILD, "ridge"), "generate", "-m", model, "-p", "The capital of France is",
-                    "-n", str(n), "--temp", "0", "--seed", "1"], check=True, env=env,
+    subprocess.run([os.path.join(BUILD, "bench_decode_step"), model], check=True, env=env,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     counts = collections.Counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -62,16 +63,15 @@ def main():
     a = ap.parse_args()
     if not a.no_build:
         build()
-    one, two = line_counts(a.model, 2), line_counts(a.model, 3)
     files = collections.Counter()
-    for key, c in two.items():
-        if c > one.get(key, 0):
+    for key, c in step_lines(a.model).items():
+        if c > 0:
             files[key[0]] += 1
     ours = {}
     for path, lines in files.items():
         rel = os.path.relpath(path, ROOT)
-        if rel.startswith("..") or rel.startswith("tests" + os.sep) or rel.startswith("build"):
-            continue  # third-party headers, tests, generated files
+        if rel.startswith(("..", "tests" + os.sep, "bench" + os.sep, "build")):
+            continue  # third-party headers, tests, the driver, generated files
         ours[rel] = lines
     for rel in sorted(ours):
         print(f"{ours[rel]:5d}  {rel}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for weights/quant.cpp, made with gguf-py (gguf.quants.quantize / dequantize).
+"""Golden data for weights/quant.h (the formats of weights/formats/), made with gguf-py (gguf.quants.quantize / dequantize).
 
 Run with the system python3 (gguf 0.19, numpy):  python3 tools/gen_quant_goldens.py
 Writes tests/data/quant/<TYPE>.bin, one file per type, each in this raw little-endian format:

@@ -1,7 +1,7 @@
 // Every weight format ridge reads, one header per family (weights/formats/): each holds its block
 // layout and all the code that knows its bits (the scalar decode that host and device share, the
 // SIMD float and integer decoders of kernels/cpu, the reference quantizer). Kernels own the loops
-// and call these; weights/quant.cpp and weights/types.cpp dispatch on DType. Adding a format is a
+// and call these; weights/quant.h and weights/types.h dispatch on DType. Adding a format is a
 // header here plus that dispatch.
 #pragma once
 

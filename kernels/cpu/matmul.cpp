@@ -1,21 +1,82 @@
-// Linear-layer kernels (see matmul.h): the scalar reference, the OpenMP row-parallel version that
-// dequantizes one weight row at a time, the Eigen path for f32 weights, and the AVX2 path that
-// decodes quantized blocks in registers straight into FMAs.
+// Linear layers on the CPU (see matmul.h): Y = X . W^T, every numbered variant side by side.
+//   The row jobs: one matmul's, or several matmuls', output rows split among the threads of one
+//     OpenMP region.
+//   Float activations: v0 the scalar reference, v1 OpenMP over rows dequantizing one weight row at
+//     a time, v2 Eigen for f32 weights, v3 AVX2 decoding blocks in registers straight into FMAs, v5
+//     Eigen over dequantized tiles (v6, the packed GEMM, is matmul_packed.cpp).
+//   Integer activations: quantize_rows, the scalar twin, v4_int (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0;
+//     ymm, and zmm where the build has AVX-512) and v4_int_k (Q4_K, Q5_K, Q6_K).
+//   The entry points forward() calls: matmul_rows, matmul_rows_fused, matmul_tiled.
+// The weight formats' decoders are weights/formats/'s; the loops here call them.
 #include "kernels/cpu/matmul.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include <Eigen/Dense>
 
 #include "kernels/cpu/row_groups.h"
 #include "kernels/cpu/simd.h"
 #define RIDGE_MATMUL_V3 RIDGE_CPU_SIMD
+#define RIDGE_MATMUL_V4 RIDGE_CPU_SIMD
+#define RIDGE_MATMUL_V4_ZMM RIDGE_FORMAT_ZMM
+#define RIDGE_MATMUL_V4K RIDGE_CPU_SIMD
 
-#include "weights/formats.h"
 #include "weights/error.h"
+#include "weights/formats.h"
 #include "weights/quant.h"
+
+
+// ===============================================================================================
+// Row jobs: output rows split among the threads of one OpenMP region (matmul.h)
+// ===============================================================================================
+
+namespace ridge::cpu {
+
+void run_row_jobs(const RowJob* jobs, int n_jobs, bool parallel) {
+    if (!parallel) {
+        for (int o = 0; o < n_jobs; o++)
+            if (jobs[o].rows > 0) jobs[o].run(0, jobs[o].rows);
+        return;
+    }
+    // Job o covers [start[o], start[o] + rows * row_cost) of the cost line; a thread's share is
+    // [total * t / T, total * (t + 1) / T). A cut at x falls in job o at row ceil((x - start) /
+    // row_cost), rounded up to the job's alignment: neighbouring threads compute the same cut.
+    std::vector<double> start(size_t(n_jobs) + 1, 0.0);
+    for (int o = 0; o < n_jobs; o++) start[size_t(o) + 1] = start[size_t(o)] + double(jobs[o].rows) * jobs[o].row_cost;
+    const double total = start[size_t(n_jobs)];
+    auto cut = [&](int o, double x) {
+        const RowJob& job = jobs[o];
+        const double r = std::ceil((x - start[size_t(o)]) / job.row_cost);
+        int64_t j = int64_t(std::clamp(r, 0.0, double(job.rows)));
+        j = (j + job.align - 1) / job.align * job.align;
+        return std::min(j, job.rows);
+    };
+#pragma omp parallel
+    {
+        const int t = omp_get_thread_num(), n_threads = omp_get_num_threads();
+        const double a = total * t / n_threads, b = t + 1 == n_threads ? total : total * (t + 1) / n_threads;
+        for (int o = 0; o < n_jobs; o++) {
+            const int64_t j0 = t == 0 ? 0 : cut(o, a), j1 = t + 1 == n_threads ? jobs[o].rows : cut(o, b);
+            if (j0 < j1) jobs[o].run(j0, j1);
+        }
+    }
+}
+
+}  // namespace ridge::cpu
+
+// ===============================================================================================
+// Float activations: v0, v1, v2, v3, v5, and the entry points
+// ===============================================================================================
 
 namespace ridge::cpu {
 
@@ -405,6 +466,637 @@ const std::vector<MatmulVariant>& matmul_variants() {
         {"v6_packed", matmul_v6_packed, any_loadable},
     };
     return variants;
+}
+
+}  // namespace ridge::cpu
+
+// ===============================================================================================
+// Integer activations (matmul.h): quantize_rows, the scalar twin, v4_int
+// ===============================================================================================
+
+namespace ridge::cpu {
+
+namespace {
+
+void check_int(const TensorView& W, const QuantizedRows& X, const char* who) {
+    if (!int_types(W.type))
+        throw Error(std::string(who) + ": weight '" + W.name + "' is " + std::string(dtype_name(W.type)) +
+                    ", the integer kernels take Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 only");
+    if (W.shape.size() != 2 || W.ne(0) != X.k || X.k % 32 != 0)
+        throw Error(std::string(who) + ": weight '" + W.name + "' of shape " + shape_str(W.shape) +
+                    " does not take rows of " + std::to_string(X.k) + " activations");
+}
+
+// The integer codes of weight block b of a row, as w[c] = d * code[c] (+ mn), in element order:
+// the formats' int_codes, by type.
+void codes(DType t, const uint8_t* row, int64_t b, int32_t* code, float& d, float& mn) {
+    switch (t) {
+        case DType::Q4_0: return int_codes(block_at<block_q4_0>(row, b), code, d, mn);
+        case DType::Q4_1: return int_codes(block_at<block_q4_1>(row, b), code, d, mn);
+        case DType::Q5_0: return int_codes(block_at<block_q5_0>(row, b), code, d, mn);
+        case DType::Q5_1: return int_codes(block_at<block_q5_1>(row, b), code, d, mn);
+        default: return int_codes(block_at<block_q8_0>(row, b), code, d, mn);  // check() admits no other
+    }
+}
+
+#if RIDGE_MATMUL_V4
+// ---- v4 building blocks ------------------------------------------------------------------------
+// Integer dot products with simd::dot_add_i16: |a| <= 128, |b| <= 32767, so a lane grows by at most
+// 2^23 per block, and a block's whole sum stays below 2^28.
+
+// The decoders (IntQ4_0, IntQ4_1, IntQ5_0, IntQ5_1, IntQ8_0) are the formats' (weights/formats/;
+// their contract is in q4.h): block b of a row as 32 int16 codes (simd::Codes, or one zmm).
+using ridge::simd::Codes;
+
+// Block b's f16 scale d of 4 weight rows and the 2 bytes after it (Q4_1's mn; codes, unused, for
+// the others), as f32 lanes (d0 m0 d1 m1 | d2 m2 d3 m3). Each row's 4 bytes go into a register of
+// their own and are joined by unpacks (a store read back as one vector would stall store forwarding).
+template <class Dec>
+inline __m256 scales4(const uint8_t* const* w, int64_t b) {
+    __m128i f[4];
+    for (int r = 0; r < 4; r++) {
+        int32_t v;
+        std::memcpy(&v, w[r] + size_t(b) * Dec::kBlockBytes + Dec::kScaleOffset, sizeof(v));
+        f[r] = _mm_cvtsi32_si128(v);
+    }
+    return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_unpacklo_epi32(f[0], f[1]), _mm_unpacklo_epi32(f[2], f[3])));
+}
+
+// 4 int32 vectors p0..p3 -> one vector with lanes (0 1 0 1 | 2 3 2 3): the two lanes marked r
+// together hold the sum of p_r's lanes. That is the layout of the scales above with each d
+// repeated in place of its m (one in-lane permute), so no lane-crossing shuffle of scales is needed.
+inline __m256i fold4(const __m256i* p) {
+    const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
+    const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
+}
+
+// One row of X as the kernels read it.
+struct XRow {
+    const int16_t* q;         // (k) codes
+    const float* d;           // (k/32) block scales
+    const float* sum;         // (k/32) block sums
+    const int32_t* code_sum;  // (k/32) 4 * each block's sum of codes (for Q4_0's and Q5_0's offsets; else unused)
+};
+
+// v's 4 lanes to y[0], y[y_lane], y[2 y_lane], y[3 y_lane]: one store where they are neighbours.
+inline void store4(float* y, int64_t y_lane, __m128 v) {
+    if (y_lane == 1) {
+        _mm_storeu_ps(y, v);
+    } else {
+        alignas(16) float out[4];
+        _mm_store_ps(out, v);
+        for (int r = 0; r < 4; r++) y[r * y_lane] = out[r];
+    }
+}
+
+// 4 weight rows w[0..4) times M rows of X into y[i * y_stride + r * y_lane], one block of every
+// row at a time: the 4 rows' integer dot products with X's block fold into one vector (two lanes
+// per row, as fold4 lays them out), converted once and scaled by d_w * d_x lane by lane; Q4_1's
+// mn * sum_x goes to an accumulator of its own (its odd lanes, as scales4 lays the mn out), and a
+// row's two lanes and its mn lane are added at the end. The rows ride in lanes (any 4 rows,
+// anywhere in W), so a row has no tail of blocks and no horizontal sum of its own (SmolLM2's rows
+// are 18 blocks long), and each block of X, loaded once, serves 4 rows. Every (weight row, X row)
+// pair takes the same operations in the same order whatever its group, its lane and M are.
+template <class Dec, int M>
+inline void dot4(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, int64_t y_stride, int64_t y_lane) {
+    __m256 acc[M], macc[M];
+    for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps(), macc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        Codes wq[4];
+        for (int r = 0; r < 4; r++) wq[r] = Dec::decode(w[r], b);
+        const __m256 dm = scales4<Dec>(w, b);                                     // d0 m0 d1 m1 | d2 m2 d3 m3
+        const __m256 d = _mm256_permute_ps(dm, _MM_SHUFFLE(2, 0, 2, 0));          // d0 d1 d0 d1 | d2 d3 d2 d3
+        for (int i = 0; i < M; i++) {
+            const __m256i* q = reinterpret_cast<const __m256i*>(x[i].q + b * 32);
+            const __m256i q0 = _mm256_load_si256(q), q1 = _mm256_load_si256(q + 1);
+            __m256i p[4];
+            for (int r = 0; r < 4; r++)
+                p[r] = simd::dot_add_i16(_mm256_madd_epi16(wq[r].lo, q0), wq[r].hi, q1);
+            __m256i sums = fold4(p);
+            if constexpr (Dec::kOffsetByCodeSum)  // offset * sum q off each row: half from each of its lanes
+                sums = _mm256_sub_epi32(sums, _mm256_set1_epi32(x[i].code_sum[b] * (Dec::kCodeOffset / 8)));
+            const __m256 scale = _mm256_mul_ps(d, _mm256_broadcast_ss(x[i].d + b));
+            acc[i] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums), acc[i]);
+            if constexpr (Dec::kUsesSum)  // mn * sum_x, in the odd lanes
+                macc[i] = _mm256_fmadd_ps(dm, _mm256_broadcast_ss(x[i].sum + b), macc[i]);
+        }
+    }
+    for (int i = 0; i < M; i++) {
+        // Row r: its two lanes of acc, plus lane 2r + 1 of macc (mn * sum_x) for Q4_1.
+        __m256 t = _mm256_add_ps(acc[i], _mm256_permute_ps(acc[i], _MM_SHUFFLE(1, 0, 3, 2)));  // r0 r1 . . | r2 r3 . .
+        if constexpr (Dec::kUsesSum) t = _mm256_add_ps(t, _mm256_permute_ps(macc[i], _MM_SHUFFLE(3, 1, 3, 1)));
+        const __m128 lo = _mm256_castps256_ps128(t), hi = _mm256_extractf128_ps(t, 1);
+        store4(y + i * y_stride, y_lane, _mm_movelh_ps(lo, hi));
+    }
+}
+
+#if RIDGE_MATMUL_V4_ZMM
+// ---- the same kernel on AVX-512 registers, 8 weight rows a step ---------------------------------
+// A block's 32 codes fill one zmm of 16-bit lanes, so one madd takes a whole (weight row, block)
+// pair, and the fold and the scaling are shared by 8 rows instead of 4: about 10 instructions a
+// pair in the compiled one-X-row loop, against 16 in dot4's. Nibbles go through gf2p8affine (two
+// instructions instead of four for Q4_0, three for Q4_1). Both speed the kernel in cache much more
+// than decode, which mostly waits on memory (docs/measurements/source-comment-history.md).
+
+// 8 int32 vectors p0..p7 (p_r: row r's 16 partial sums) -> lo and hi, whose four 128-bit quarters
+// each hold one partial sum of rows 0-3 (lo) or 4-7 (hi), row r in lane r % 4 of every quarter.
+inline void fold8(const __m512i* p, __m512i& lo, __m512i& hi) {
+    __m512i a[4];  // a[k]: quarters (2k, 2k+1, 2k, 2k+1)
+    for (int k = 0; k < 4; k++) {
+        const __m512i e = p[2 * k], o = p[2 * k + 1];
+        a[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(e, o), _mm512_unpackhi_epi32(e, o));
+    }
+    lo = _mm512_add_epi32(_mm512_unpacklo_epi64(a[0], a[1]), _mm512_unpackhi_epi64(a[0], a[1]));
+    hi = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2], a[3]), _mm512_unpackhi_epi64(a[2], a[3]));
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's own AVX-512 casts and extracts (its bug 105593)
+// The 4 lanes of row r = 0..3 of acc's quarters summed, plus lane 2r + 1 of macc (mn * sum_x, as
+// scales4 lays the mn out; zero for the types without a minimum).
+inline __m128 rows4(__m512 acc, __m256 macc) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 m_lo = _mm256_castps256_ps128(macc), m_hi = _mm256_extractf128_ps(macc, 1);
+    const __m128 m = _mm_shuffle_ps(m_lo, m_hi, _MM_SHUFFLE(3, 1, 3, 1));
+    return _mm_add_ps(s, m);
+}
+#pragma GCC diagnostic pop
+
+// Block b's f16 scale d of 8 weight rows and the 2 bytes after it, as 16 f32 lanes
+// (d0 m0 d1 m1 ... d7 m7). With kGather, one gather of each row's 4 bytes at offsets `rows`
+// (w[r] - w[0]) from w[0]'s block, converted at once; else scales4 twice (8 loads, then 6 unpacks
+// and 2 conversions, on the ports that dot8 is short of) and one join. The same values either way.
+// The gather is a little faster in cache where gathers run at full speed, decode not measurably
+// (docs/measurements/source-comment-history.md). Where the CPU's gathers are slowed by Intel's GDS
+// mitigation the loads stay (int_form()).
+template <class Dec, bool kGather>
+inline __m512 scales8(const uint8_t* const* w, __m256i rows, int64_t b) {
+    if constexpr (kGather) {
+        const auto* at = reinterpret_cast<const int*>(w[0] + size_t(b) * Dec::kBlockBytes + Dec::kScaleOffset);
+        return _mm512_cvtph_ps(_mm256_i32gather_epi32(at, rows, 1));
+    } else {
+        return _mm512_insertf32x8(_mm512_castps256_ps512(scales4<Dec>(w, b)), scales4<Dec>(w + 4, b), 1);
+    }
+}
+
+// dot4's arithmetic for 8 weight rows w[0..8): per block, the 8 rows' madds with X's block fold
+// into two vectors (rows 0-3, rows 4-7), converted and scaled by d_w * d_x, each quarter of a vector
+// accumulating on its own; a row's 4 quarters and its mn * sum_x are added at the end. Every
+// (weight row, X row) pair takes the same operations in the same order whatever its group and M.
+// With kGather, the rows' offsets from w[0] must fit in int32 (v4_job checks the tensor's size).
+template <class Dec, int M, bool kGather>
+inline void dot8(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, int64_t y_stride, int64_t y_lane) {
+    const __m512i d_lanes[2] = {_mm512_set_epi32(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0),  // d0 d1 d2 d3
+                                _mm512_set_epi32(14, 12, 10, 8, 14, 12, 10, 8, 14, 12, 10, 8, 14, 12, 10, 8)};
+    [[maybe_unused]] const __m256i rows = _mm256_setr_epi32(0, int(w[1] - w[0]), int(w[2] - w[0]), int(w[3] - w[0]), int(w[4] - w[0]),
+                                                            int(w[5] - w[0]), int(w[6] - w[0]), int(w[7] - w[0]));
+    __m512 acc[M][2], macc[M];
+    for (int i = 0; i < M; i++) acc[i][0] = acc[i][1] = macc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i wq[8];
+        for (int r = 0; r < 8; r++) wq[r] = Dec::decode_zmm(w[r], b);
+        const __m512 dm = scales8<Dec, kGather>(w, rows, b);  // d0 m0 d1 m1 ... d7 m7
+        __m512 d[2];                                          // rows 4h .. 4h + 3's d in every quarter
+        for (int h = 0; h < 2; h++) d[h] = _mm512_permutexvar_ps(d_lanes[h], dm);
+        for (int i = 0; i < M; i++) {
+            const __m512i q = _mm512_load_si512(x[i].q + b * 32);
+            __m512i p[8], f[2];
+            for (int r = 0; r < 8; r++) p[r] = _mm512_madd_epi16(wq[r], q);
+            fold8(p, f[0], f[1]);
+            const __m512 dx = _mm512_set1_ps(x[i].d[b]);
+            for (int h = 0; h < 2; h++)
+                acc[i][h] = _mm512_fmadd_ps(_mm512_mul_ps(d[h], dx), _mm512_cvtepi32_ps(f[h]), acc[i][h]);
+            if constexpr (Dec::kUsesSum) macc[i] = _mm512_fmadd_ps(dm, _mm512_set1_ps(x[i].sum[b]), macc[i]);
+        }
+    }
+    for (int i = 0; i < M; i++) {
+        const __m256 m[2] = {_mm512_castps512_ps256(macc[i]), _mm512_extractf32x8_ps(macc[i], 1)};
+        for (int h = 0; h < 2; h++)  // rows 4h .. 4h + 3
+            store4(y + i * y_stride + 4 * h * y_lane, y_lane, rows4(acc[i][h], m[h]));
+    }
+}
+
+#endif  // RIDGE_MATMUL_V4_ZMM
+
+// Weight rows w[0..kRows) times the M rows of X at x, row r's output at y[i * y_stride + r * y_lane]:
+// dot4 or dot8, as the form F says.
+template <IntForm F>
+inline constexpr int kRowsOf = F == IntForm::ymm ? 4 : 8;
+
+template <class Dec, IntForm F, int M>
+inline void dot_rows_int(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, int64_t y_stride, int64_t y_lane) {
+#if RIDGE_MATMUL_V4_ZMM
+    if constexpr (F != IntForm::ymm) dot8<Dec, M, F == IntForm::zmm_gather>(w, x, nb, y, y_stride, y_lane);
+#endif
+    if constexpr (F == IntForm::ymm) dot4<Dec, M>(w, x, nb, y, y_stride, y_lane);
+}
+
+// 4 * the sum of each block's 32 codes, for every row of X (Q4_0's and Q5_0's offsets, see IntQ4_0), in a
+// buffer of the calling thread's that the next call overwrites. Each thread of a matmul computes
+// its own: m * k additions, against the matmul's n * m * k multiply-adds.
+const int32_t* code_sums(const QuantizedRows& X) {
+    static thread_local std::vector<int32_t> sums;
+    const int64_t n_blocks = X.m * (X.k / 32);
+    if (sums.size() < size_t(n_blocks)) sums.resize(size_t(n_blocks));
+    for (int64_t u = 0; u < n_blocks; u++) {
+        const int16_t* q = X.q.data() + u * 32;
+        int32_t sum = 0;
+        for (int c = 0; c < 32; c++) sum += q[c];
+        sums[size_t(u)] = 4 * sum;
+    }
+    return sums.data();
+}
+
+// Output rows [j0, j1) (j0 a multiple of kRows), kRows = 4 (dot4) or 8 (dot8) weight rows per
+// pass (a short last group padded), the rows of X 2 at a time.
+//
+// The share is read as kRows runs of whole rows, one per lane: with g = (j1 - j0) / kRows, lane r
+// takes rows j0 + r g, j0 + r g + 1, ... one after another, so each lane streams one long run of
+// memory, which the hardware prefetchers follow, and the kernel asks for nothing itself; each pass
+// serves every row of X, 2 at a time. A group of neighbouring rows instead reads kRows runs of one
+// row each (360-612 bytes) side by side, which they do not follow: it needs software prefetches,
+// and even with them reads more slowly than a plain read of the same bytes, where the runs read
+// faster. Decode is faster with the runs (ymm on a Zen 3, zmm on a Xeon); with several rows of X
+// the gain shrinks to nothing where the arithmetic sets the pace
+// (docs/measurements/source-comment-history.md).
+//
+// The loops read W and X through locals: Y's stores go through intrinsics, which may alias
+// anything, and the compiler would otherwise reload W's and X's fields at every group. The runs go
+// straight to the kernel, outside for_row_groups, whose functors (taken by value) make the same
+// loop slower.
+template <class Dec, IntForm F>
+void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
+    constexpr int kRows = kRowsOf<F>;
+    const int64_t n = W.ne(1), k = X.k, nb = k / 32;
+    const size_t rb = row_bytes(W.type, k);
+    const uint8_t* const data = W.data;
+    const bool offset = Dec::kOffsetByCodeSum && kRows == 4;  // dot8's decoders take the offset off themselves
+    const XRow x0{X.codes(0), X.scales(0), X.sums(0), offset ? code_sums(X) : nullptr};
+    auto x_row = [x0, k, nb](int64_t i) {  // row i of X
+        const int64_t at = i * nb;
+        return XRow{x0.q + i * k, x0.d + at, x0.sum + at, x0.code_sum ? x0.code_sum + at : nullptr};
+    };
+    {  // lane r: rows j0 + r g + i, i = 0 .. g - 1
+        const int64_t g = (j1 - j0) / kRows, m = X.m;
+        for (int64_t i = 0; i < g; i++) {
+            const uint8_t* w[kRows];
+            for (int r = 0; r < kRows; r++) w[r] = data + size_t(j0 + r * g + i) * rb;
+            int64_t t = 0;
+            for (; t + 2 <= m; t += 2) {
+                const XRow x[2] = {x_row(t), x_row(t + 1)};
+                dot_rows_int<Dec, F, 2>(w, x, nb, Y + t * n + j0 + i, n, g);
+            }
+            if (t < m) {
+                const XRow x = x_row(t);
+                dot_rows_int<Dec, F, 1>(w, &x, nb, Y + t * n + j0 + i, n, g);
+            }
+        }
+        j0 += kRows * g;
+    }
+    // What is left: the last j1 - j0 < kRows rows, as one padded group.
+    for_row_groups<kRows, 2, true>(
+        j0, j1, X.m, n, Y, [data, rb](int64_t j) { return data + size_t(j) * rb; },
+        [x_row, nb]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
+            static_assert(R == kRows);
+            XRow x[M];
+            for (int t = 0; t < M; t++) x[t] = x_row(i + t);
+            dot_rows_int<Dec, F, M>(w, x, nb, y, ys, 1);
+        });
+}
+
+template <class Dec>
+RowJob v4_job(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form) {
+    RowJob job;
+    job.rows = W.ne(1);
+    job.row_cost = double(row_bytes(W.type, X.k));
+    job.align = form == IntForm::ymm ? 4 : 8;
+    // The gather's offsets between a group's rows are int32.
+    if (form == IntForm::zmm_gather && double(job.rows) * job.row_cost >= 2147483648.0) form = IntForm::zmm_loads;
+    switch (form) {
+#if RIDGE_MATMUL_V4_ZMM
+        case IntForm::zmm_gather:
+            job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, IntForm::zmm_gather>(W, X, Y, j0, j1); };
+            break;
+        case IntForm::zmm_loads:
+            job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, IntForm::zmm_loads>(W, X, Y, j0, j1); };
+            break;
+#endif
+        default: job.run = [&W, &X, Y](int64_t j0, int64_t j1) { v4_rows<Dec, IntForm::ymm>(W, X, Y, j0, j1); };
+    }
+    return job;
+}
+#endif  // RIDGE_MATMUL_V4
+
+}  // namespace
+
+bool int_types(DType t) {
+    return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
+}
+bool int_simd_types(DType t) { return RIDGE_MATMUL_V4 && int_types(t); }
+
+void QuantizedRows::reserve(int64_t rows, int64_t len) {
+    const size_t blocks = size_t(rows * (len / 32));
+    if (q.size() < blocks * 32) q.resize(blocks * 32);
+    if (d.size() < blocks) d.resize(blocks), sum.resize(blocks);
+}
+
+namespace {
+// The scale of a block whose largest magnitude is amax, and its inverse (0 for an all-zero block).
+inline void block_scale(float amax, float& d, float& id) {
+    d = amax / 32767.0f;
+    id = d > 0.0f ? 1.0f / d : 0.0f;
+}
+
+void check_quantize(int64_t k, const char* who) {
+    if (k % 32 != 0) throw Error(std::string(who) + ": row length " + std::to_string(k) + " is not a multiple of 32");
+}
+}  // namespace
+
+Cost quantize_rows_scalar(const float* X, int64_t m, int64_t k, QuantizedRows& out) {
+    check_quantize(k, "quantize_rows_scalar");
+    out.reserve(m, k);
+    out.m = m, out.k = k;
+    for (int64_t i = 0; i < m * (k / 32); i++) {
+        const float* x = X + i * 32;
+        float amax = 0.0f, sum = 0.0f, id;
+        for (int c = 0; c < 32; c++) amax = std::max(amax, std::fabs(x[c])), sum += x[c];
+        block_scale(amax, out.d[size_t(i)], id);
+        out.sum[size_t(i)] = sum;
+        for (int c = 0; c < 32; c++) out.q[size_t(i * 32 + c)] = int16_t(std::nearbyint(x[c] * id));
+    }
+    return quantize_rows_cost(m, k);
+}
+
+Cost quantize_rows(const float* X, int64_t m, int64_t k, QuantizedRows& out) {
+#if RIDGE_MATMUL_V4
+    check_quantize(k, "quantize_rows");
+    out.reserve(m, k);
+    out.m = m, out.k = k;
+    parallel_for(m * (k / 32), double(m) * double(k) >= 4 * kParallelMinWork, [&](int64_t i) {
+        const float* x = X + i * 32;
+        __m256 v[4], a = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(x + 8 * j);
+            a = _mm256_max_ps(a, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v[j]));  // |x|
+        }
+        __m128 a4 = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        a4 = _mm_max_ps(a4, _mm_movehl_ps(a4, a4));
+        a4 = _mm_max_ss(a4, _mm_movehdup_ps(a4));
+        float id;
+        block_scale(_mm_cvtss_f32(a4), out.d[size_t(i)], id);
+        out.sum[size_t(i)] = simd::hsum8(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
+        // Round to nearest even (as std::nearbyint), pack to int16 and undo pack's lane interleave.
+        __m256i c[4];
+        for (int j = 0; j < 4; j++) c[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], _mm256_set1_ps(id)));
+        __m256i* q = reinterpret_cast<__m256i*>(out.q.data() + i * 32);
+        _mm256_store_si256(q, _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xd8));
+        _mm256_store_si256(q + 1, _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[3]), 0xd8));
+    });
+    return quantize_rows_cost(m, k);
+#else
+    return quantize_rows_scalar(X, m, k, out);
+#endif
+}
+
+Cost matmul_int_scalar(const TensorView& W, const QuantizedRows& X, float* Y) {
+    check_int(W, X, "matmul_int_scalar");
+    const int64_t n = W.ne(1), nb = X.k / 32;
+    int32_t code[32];
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < X.m; i++) {
+            double acc = 0.0;
+            for (int64_t b = 0; b < nb; b++) {
+                float d, mn;
+                codes(W.type, W.row(j), b, code, d, mn);
+                const ActBlock x = X.block(i, b);
+                int64_t isum = 0;
+                for (int c = 0; c < 32; c++) isum += int64_t(code[c]) * int64_t(x.q[c]);
+                acc += double(d) * double(x.d) * double(isum) + double(mn) * double(x.sum);
+            }
+            Y[i * n + j] = float(acc);
+        }
+    return matmul_int_cost(W, X.m);
+}
+
+bool int_zmm_kernel() { return RIDGE_MATMUL_V4_ZMM; }
+
+IntForm int_form() {
+    if (!int_zmm_kernel()) return IntForm::ymm;
+    // Linux names the CPU's state against Gather Data Sampling (Intel's "Downfall"): "Not affected",
+    // or a mitigation that makes every gather several times slower, or "Unknown" in a guest whose
+    // host decides. Only the first is sure to gather at full speed.
+    static const bool fast_gathers = [] {
+        std::ifstream f("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling");
+        std::string state;
+        return std::getline(f, state) && state == "Not affected";
+    }();
+    return fast_gathers ? IntForm::zmm_gather : IntForm::zmm_loads;
+}
+
+Cost matmul_v4_int(const TensorView& W, const QuantizedRows& X, float* Y) { return matmul_v4_int_as(W, X, Y, int_form()); }
+
+Cost matmul_v4_int_as(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form) {
+    const RowJob job = int_row_job(W, X, Y, form);
+    run_row_jobs(&job, 1, double(X.m) * double(W.ne(1)) * double(X.k) >= kParallelMinWork);
+    return matmul_int_cost(W, X.m);
+}
+
+RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y) { return int_row_job(W, X, Y, int_form()); }
+
+RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form) {
+    check_int(W, X, "matmul_v4_int");
+    if (!int_simd_types(W.type)) throw Error("matmul_v4_int: this build has no AVX2 + FMA + F16C");
+    if (!int_zmm_kernel()) form = IntForm::ymm;
+#if RIDGE_MATMUL_V4
+    switch (W.type) {
+        case DType::Q4_0: return v4_job<IntQ4_0>(W, X, Y, form);
+        case DType::Q4_1: return v4_job<IntQ4_1>(W, X, Y, form);
+        case DType::Q5_0: return v4_job<IntQ5_0>(W, X, Y, form);
+        case DType::Q5_1: return v4_job<IntQ5_1>(W, X, Y, form);
+        case DType::Q8_0: return v4_job<IntQ8_0>(W, X, Y, form);
+        default: break;
+    }
+#endif
+    return RowJob{};
+}
+
+}  // namespace ridge::cpu
+
+// ===============================================================================================
+// Integer activations for K-quant weights: Q4_K, Q5_K and Q6_K super-blocks of 256 dotted with
+// 8 ActBlocks of 32, each ActBlock's products exact in int32 and scaled once:
+//   Q4_K:  sum_j  d*sc_j * d_x,j * sum q x  -  dmin*m_j * sum_x,j    (q nibbles in [0, 15])
+//   Q5_K:  the same with q in [0, 31] (bit j of qh[l] is bit 4 of element l of sub-block j)
+//   Q6_K:  sum_g  d*sc_g * d_x,g * sum q x                           (q in [-32, 31], g of 16)
+// The scalar twin, and the AVX2 (+VNNI) path: X is first rearranged to the weight decoders' lane
+// order, so that each 32 weight bytes become int16 codes with two unpacks and no lane crossing.
+// ===============================================================================================
+
+namespace ridge::cpu {
+
+namespace {
+
+constexpr int kSubBlocks = QK_K / 32;  // ActBlocks per super-block (8)
+
+void check_int_k(const TensorView& W, const QuantizedRows& X, const char* who) {
+    if (!int_k_types(W.type))
+        throw Error(std::string(who) + ": weight '" + W.name + "' is " + std::string(dtype_name(W.type)) +
+                    ", the K-quant integer kernels take Q4_K, Q5_K, Q6_K only");
+    if (W.shape.size() != 2 || W.data == nullptr || W.ne(0) != X.k || X.k % QK_K != 0)
+        throw Error(std::string(who) + ": weight '" + W.name + "' of shape " + shape_str(W.shape) +
+                    " does not take rows of " + std::to_string(X.k) + " activations (a multiple of " +
+                    std::to_string(QK_K) + ")");
+    if (int64_t(X.d.size()) < X.m * (X.k / 32))
+        throw Error(std::string(who) + ": quantized input holds " + std::to_string(X.d.size()) +
+                    " blocks, not the " + std::to_string(X.m * (X.k / 32)) + " of " + std::to_string(X.m) +
+                    " rows of " + std::to_string(X.k));
+}
+
+// The scalar twin's dots (dot_q4_K, dot_q6_K) and the SIMD decoders (IntQ4_K, IntQ6_K) are the
+// formats' (weights/formats/k_quants.h, with the lane order below).
+
+#if RIDGE_MATMUL_V4K
+// ---- v4_int_k building blocks --------------------------------------------------------------------
+// Lane order (k_quants.h): the decoders unpack 32 weight bytes to int16 vectors of elements
+// [0..7 | 16..23] and [8..15 | 24..31], so X is rearranged once per call to the same order.
+
+// One row of X as the kernels read it: codes in lane order, and each ActBlock's d and sum in
+// contiguous arrays (8 of them, one super-block's worth, load as one vector).
+struct XRowK {
+    const int16_t* q;  // (k) codes, each ActBlock as elements 0-7, 16-23, 8-15, 24-31
+    const float* d;    // (k/32) ActBlock scales
+    const float* sum;  // (k/32) ActBlock sums
+};
+
+// X's codes rearranged to lane order; the scales and sums are read from X as they are.
+struct XPrepared {
+    std::vector<int16_t, CacheLineAllocator<int16_t>> q;  // (m, k)
+    const QuantizedRows* x = nullptr;
+    XRowK row(int64_t i) const { return {q.data() + i * x->k, x->scales(i), x->sums(i)}; }
+};
+
+XPrepared prepare(const QuantizedRows& X) {
+    XPrepared p;
+    const int64_t nb = X.m * (X.k / 32);
+    p.x = &X;
+    p.q.resize(size_t(nb * 32));
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i* in = reinterpret_cast<const __m256i*>(X.q.data() + b * 32);
+        const __m256i lo = _mm256_load_si256(in), hi = _mm256_load_si256(in + 1);  // 0..15, 16..31
+        __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + b * 32);
+        _mm256_store_si256(out, _mm256_permute2x128_si256(lo, hi, 0x20));      // 0..7, 16..23
+        _mm256_store_si256(out + 1, _mm256_permute2x128_si256(lo, hi, 0x31));  // 8..15, 24..31
+    }
+    return p;
+}
+
+// R weight rows times M rows of X: y[i * y_stride + r * y_lane] = w[r] . x_i.
+template <class Dec, int R, int M>
+void dot_rows_k(const uint8_t* const* w, const XRowK* x, int64_t nsb, float* y, int64_t y_stride, int64_t y_lane = 1) {
+    __m256 acc[R][M];
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < M; i++) acc[r][i] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++)
+        for (int r = 0; r < R; r++) Dec::template add<M, XRowK>(reinterpret_cast<const typename Dec::Block*>(w[r])[s], x, s, acc[r]);
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < M; i++) y[i * y_stride + r * y_lane] = simd::hsum8(acc[r][i]);
+}
+
+// Output rows [j0, j1) (j0 a multiple of 4), 4 weight rows per pass, the rows of X 2 at a time.
+// As v4_rows (above), the share is read as 4 runs of whole rows, one per weight row of a
+// pass: with g = (j1 - j0) / 4, pass i takes rows j0 + r g + i, r = 0..3, so each of the 4 streams
+// one long run of memory, which the hardware prefetchers follow. Groups of 4 neighbouring rows
+// (with no prefetch of their own) take up to twice as long from DRAM
+// (docs/measurements/source-comment-history.md). Each row's sums are its own (no lanes shared), so
+// the output is the same either way.
+template <class Dec>
+void v4_k_rows(const TensorView& W, const XPrepared& xp, float* Y, int64_t j0, int64_t j1) {
+    const int64_t n = W.ne(1), nsb = xp.x->k / QK_K;
+    {
+        const int64_t g = (j1 - j0) / 4, m = xp.x->m;
+        for (int64_t i = 0; i < g; i++) {
+            const uint8_t* w[4];
+            for (int r = 0; r < 4; r++) w[r] = W.row(j0 + r * g + i);
+            int64_t t = 0;
+            for (; t + 2 <= m; t += 2) {
+                const XRowK x[2] = {xp.row(t), xp.row(t + 1)};
+                dot_rows_k<Dec, 4, 2>(w, x, nsb, Y + t * n + j0 + i, n, g);
+            }
+            if (t < m) {
+                const XRowK x = xp.row(t);
+                dot_rows_k<Dec, 4, 1>(w, &x, nsb, Y + t * n + j0 + i, n, g);
+            }
+        }
+        j0 += 4 * g;
+    }
+    // The 1-3 rows left, one by one.
+    for_row_groups<4, 2>(j0, j1, xp.x->m, n, Y, [&](int64_t j) { return W.row(j); },
+                         [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
+                             XRowK x[M];
+                             for (int t = 0; t < M; t++) x[t] = xp.row(i + t);
+                             dot_rows_k<Dec, R, M>(w, x, nsb, y, ys);
+                         });
+}
+
+// X's codes in lane order, shared by the job's calls (one per thread).
+template <class Dec>
+RowJob v4_k_job(const TensorView& W, const QuantizedRows& X, float* Y) {
+    auto xp = std::make_shared<const XPrepared>(prepare(X));
+    RowJob job;
+    job.rows = W.ne(1);
+    job.align = 4;
+    job.row_cost = double(row_bytes(W.type, X.k));
+    job.run = [&W, xp, Y](int64_t j0, int64_t j1) { v4_k_rows<Dec>(W, *xp, Y, j0, j1); };
+    return job;
+}
+#endif  // RIDGE_MATMUL_V4K
+
+}  // namespace
+
+bool int_k_types(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+bool int_k_simd_types(DType t) { return RIDGE_MATMUL_V4K && int_k_types(t); }
+
+Cost matmul_int_k_scalar(const TensorView& W, const QuantizedRows& X, float* Y) {
+    check_int_k(W, X, "matmul_int_k_scalar");
+    const int64_t n = W.ne(1), nsb = X.k / QK_K;
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < X.m; i++) {
+            double acc = 0.0;
+            for (int64_t s = 0; s < nsb; s++) {
+                ActBlock x[kSubBlocks];
+                for (int j = 0; j < kSubBlocks; j++) x[j] = X.block(i, s * kSubBlocks + j);
+                if (W.type == DType::Q4_K)
+                    acc += dot_q4_K(reinterpret_cast<const block_q4_K*>(W.row(j))[s], x);
+                else if (W.type == DType::Q5_K)
+                    acc += dot_q4_K(reinterpret_cast<const block_q5_K*>(W.row(j))[s], x);
+                else
+                    acc += dot_q6_K(reinterpret_cast<const block_q6_K*>(W.row(j))[s], x);
+            }
+            Y[i * n + j] = float(acc);
+        }
+    return matmul_int_cost(W, X.m);
+}
+
+Cost matmul_v4_int_k(const TensorView& W, const QuantizedRows& X, float* Y) {
+    const RowJob job = int_k_row_job(W, X, Y);
+    run_row_jobs(&job, 1, double(X.m) * double(W.ne(1)) * double(X.k) >= kParallelMinWork);
+    return matmul_int_cost(W, X.m);
+}
+
+RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y) {
+    check_int_k(W, X, "matmul_v4_int_k");
+    if (!int_k_simd_types(W.type)) throw Error("matmul_v4_int_k: this build has no AVX2 + FMA + F16C");
+#if RIDGE_MATMUL_V4K
+    switch (W.type) {
+        case DType::Q4_K: return v4_k_job<IntQ4_K<block_q4_K>>(W, X, Y);
+        case DType::Q5_K: return v4_k_job<IntQ4_K<block_q5_K>>(W, X, Y);
+        case DType::Q6_K: return v4_k_job<IntQ6_K>(W, X, Y);
+        default: break;
+    }
+#endif
+    return RowJob{};
 }
 
 }  // namespace ridge::cpu

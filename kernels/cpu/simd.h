@@ -1,7 +1,6 @@
-// The few helpers the SIMD kernels share (matmul.cpp, matmul_int.cpp, matmul_int_k.cpp,
-// matmul_packed.cpp, attention.cpp): AVX2 ones, and a register-tile vector that is a zmm where the
-// build has AVX-512. RIDGE_CPU_SIMD is 1 when the build targets AVX2 + FMA + F16C, and only then
-// are the helpers defined. The weight formats' decoders share the lower ones
+// The few helpers the SIMD kernels share (matmul.cpp, matmul_packed.cpp, attention.cpp): AVX2
+// ones, and a register-tile vector that is a zmm where the build has AVX-512. RIDGE_CPU_SIMD is 1
+// when the build targets AVX2 + FMA + F16C, and only then are the helpers defined. The weight formats' decoders share the lower ones
 // (weights/formats/simd.h: f16, dot_add_i16), which this namespace takes in.
 #pragma once
 #include <cstdint>

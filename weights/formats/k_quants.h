@@ -131,7 +131,7 @@ RIDGE_HD inline void dequant_block(const block_q6_K& b, float* y) {
 
 // ---- the integer kernels' scalar twins -------------------------------------------------------
 // A super-block against the 8 blocks of 32 integer activations it meets (Act: q[32] codes, their
-// scale d and their sum; kernels/cpu/matmul_int.h's ActBlock): the exact integer sums in int64,
+// scale d and their sum; kernels/cpu/matmul.h's ActBlock): the exact integer sums in int64,
 // scaled and summed in double. Codes in element order, as dequant_block.
 
 // Q4_K (or Q5_K) super-block `blk` against its 8 activation blocks x[0..8).
