@@ -105,6 +105,21 @@ inline float signed_absmax(const float* x, int n) {
     return max;
 }
 
+// The minimum of a block's 32 floats, and the scale d = (max - min) / levels with its inverse id
+// (0 where d is 0): Q4_1's and Q5_1's quantizers.
+struct MinScale {
+    float mn, d, id;
+};
+inline MinScale min_scale(const float* x, float levels) {
+    float mn = x[0], mx = x[0];
+    for (int j = 1; j < 32; j++) {
+        mn = std::fmin(mn, x[j]);
+        mx = std::fmax(mx, x[j]);
+    }
+    const float d = (mx - mn) / levels;
+    return {mn, d, d != 0.0f ? 1.0f / d : 0.0f};
+}
+
 // Truncation toward zero, then clamped to [0, hi].
 inline int clamp_code(float v, int hi) {
     int q = int(v);
@@ -125,13 +140,7 @@ inline void quantize_block(const float* x, block_q4_0& b) {
 
 // Q4_1: d = (max - min) / 15, m = min, q = trunc((x - min)/d + 0.5) in [0, 15].
 inline void quantize_block(const float* x, block_q4_1& b) {
-    float mn = x[0], mx = x[0];
-    for (int j = 1; j < QK4_1; j++) {
-        mn = std::fmin(mn, x[j]);
-        mx = std::fmax(mx, x[j]);
-    }
-    const float d = (mx - mn) / 15.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const auto [mn, d, id] = min_scale(x, 15.0f);
     b.d = fp32_to_fp16(d);
     b.m = fp32_to_fp16(mn);
     for (int j = 0; j < QK4_1 / 2; j++) {

@@ -99,13 +99,7 @@ inline void quantize_block(const float* x, block_q5_0& b) {
 
 // Q5_1: d = (max - min) / 31, m = min, q = trunc((x - min)/d + 0.5) in [0, 31].
 inline void quantize_block(const float* x, block_q5_1& b) {
-    float mn = x[0], mx = x[0];
-    for (int j = 1; j < QK5_1; j++) {
-        mn = std::fmin(mn, x[j]);
-        mx = std::fmax(mx, x[j]);
-    }
-    const float d = (mx - mn) / 31.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const auto [mn, d, id] = min_scale(x, 31.0f);
     b.d = fp32_to_fp16(d);
     b.m = fp32_to_fp16(mn);
     uint32_t qh = 0;
