@@ -4,6 +4,7 @@
 // no tiled run) is captured once as a CUDA graph and replayed. Without CUDA in the build every entry
 // point throws a one-line error instead.
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -155,11 +156,29 @@ public:
         rows_host_.resize(size_t(m));
         for (int64_t i = 0; i < m; i++)
             rows_host_[size_t(i)] = AttentionRow{tables_.as<int32_t>() + row_table[size_t(i)], ws.attn_rows[size_t(i)].n_keys};
-        tokens_.upload_async(batch.token.data(), size_t(m) * 4, s);
-        pos_.upload_async(batch.pos.data(), size_t(m) * 4, s);
-        slots_.upload_async(ws.slots.data(), size_t(m) * 8, s);
-        tables_.upload_async(tables_host_.data(), tables_host_.size() * 4, s);
-        rows_.upload_async(rows_host_.data(), size_t(m) * sizeof(AttentionRow), s);
+        // The step's inputs go up from pinned staging, queued on the stream before its kernels (the
+        // previous pass's end() waited for the stream, so the staging is free again).
+        struct Up {
+            cuda::DeviceBuffer* to;
+            const void* from;
+            size_t bytes;
+        };
+        const Up ups[] = {{&tokens_, batch.token.data(), size_t(m) * 4},
+                          {&pos_, batch.pos.data(), size_t(m) * 4},
+                          {&slots_, ws.slots.data(), size_t(m) * 8},
+                          {&tables_, tables_host_.data(), tables_host_.size() * 4},
+                          {&rows_, rows_host_.data(), size_t(m) * sizeof(AttentionRow)}};
+        auto padded = [](size_t bytes) { return (bytes + 15) / 16 * 16; };
+        size_t staged = 0;
+        for (const Up& u : ups) staged += padded(u.bytes);
+        staging_.reserve(staged);
+        staged = 0;
+        for (const Up& u : ups) {
+            uint8_t* at = staging_.as<uint8_t>() + staged;
+            std::memcpy(at, u.from, u.bytes);
+            u.to->upload_async(at, u.bytes, s);
+            staged += padded(u.bytes);
+        }
 
         // The runs, as on the CPU.
         split_batch(batch, engine_.plan().tiled_min_rows, ws.runs, ws.out_seq, ws.out_pos, ws.out_runs);
@@ -214,8 +233,13 @@ public:
         return ran;
     }
     void end(Workspace& ws) override {
-        stream_->sync();  // the pass is done (and any error inside a kernel surfaces here)
-        if (m_out_ > 0) logits_.download(ws.logits.data(), size_t(m_out_ * c_.n_vocab) * sizeof(float));
+        // The logits come down on the stream, after the pass, into pinned memory; one wait for both
+        // (any error inside a kernel surfaces here).
+        const size_t bytes = size_t(m_out_ * c_.n_vocab) * sizeof(float);
+        logits_host_.reserve(bytes);
+        if (bytes > 0) logits_.download_async(logits_host_.data(), bytes, *stream_);
+        stream_->sync();
+        if (bytes > 0) std::memcpy(ws.logits.data(), logits_host_.data(), bytes);
     }
     void sync() override { stream_->sync(); }
     void read(const float* buf, int64_t n, float* host) override {
@@ -288,6 +312,8 @@ private:
     cuda::DeviceBuffer attn_scratch_;       // attention_v1_split's partial results
     std::vector<AttentionRow> rows_host_;   // (m) host copy of rows_
     std::vector<int32_t> tables_host_;
+    cuda::PinnedBuffer staging_;            // a pass's uploads, one after another
+    cuda::PinnedBuffer logits_host_;        // (m_out, n_vocab) its logits, downloaded
 };
 
 }  // namespace

@@ -56,13 +56,37 @@ void use_device(int device) { RIDGE_CUDA_CHECK(cudaSetDevice(device)); }
 
 Stream::Stream() {
     cudaStream_t s = nullptr;
-    RIDGE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamDefault));  // synchronizes with the legacy stream
+    RIDGE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));  // not ordered with the legacy stream
     handle_ = s;
 }
 Stream::~Stream() {
     if (handle_) cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
 }
 void Stream::sync() const { RIDGE_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_))); }
+
+PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes > 0) RIDGE_CUDA_CHECK(cudaMallocHost(&ptr_, bytes));
+}
+
+PinnedBuffer::~PinnedBuffer() {
+    if (ptr_) cudaFreeHost(ptr_);
+}
+
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& o) noexcept
+    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+    if (this != &o) {
+        if (ptr_) cudaFreeHost(ptr_);
+        ptr_ = std::exchange(o.ptr_, nullptr);
+        bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+}
+
+void PinnedBuffer::reserve(size_t bytes) {
+    if (bytes_ < bytes) *this = PinnedBuffer(bytes);
+}
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
     if (bytes > 0) RIDGE_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
@@ -91,7 +115,10 @@ void check_range(size_t offset, size_t bytes, size_t size, const char* what) {
 
 void DeviceBuffer::upload(const void* src, size_t bytes, size_t offset) {
     check_range(offset, bytes, bytes_, "upload");
-    if (bytes) RIDGE_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(ptr_) + offset, src, bytes, cudaMemcpyHostToDevice));
+    if (!bytes) return;
+    RIDGE_CUDA_CHECK(cudaDeviceSynchronize());
+    RIDGE_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(ptr_) + offset, src, bytes, cudaMemcpyHostToDevice));
+    RIDGE_CUDA_CHECK(cudaDeviceSynchronize());  // a small pageable copy may return before its DMA ends
 }
 void DeviceBuffer::upload_async(const void* src, size_t bytes, const Stream& s, size_t offset) {
     check_range(offset, bytes, bytes_, "upload_async");
@@ -101,13 +128,27 @@ void DeviceBuffer::upload_async(const void* src, size_t bytes, const Stream& s, 
 }
 void DeviceBuffer::download(void* dst, size_t bytes, size_t offset) const {
     check_range(offset, bytes, bytes_, "download");
-    if (bytes) RIDGE_CUDA_CHECK(cudaMemcpy(dst, static_cast<uint8_t*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost));
+    if (!bytes) return;
+    RIDGE_CUDA_CHECK(cudaDeviceSynchronize());
+    RIDGE_CUDA_CHECK(cudaMemcpy(dst, static_cast<uint8_t*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost));
+}
+
+void DeviceBuffer::download_async(void* dst, size_t bytes, const Stream& s, size_t offset) const {
+    check_range(offset, bytes, bytes_, "download_async");
+    if (bytes)
+        RIDGE_CUDA_CHECK(cudaMemcpyAsync(dst, static_cast<uint8_t*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost,
+                                         stream_of(s)));
 }
 void copy_to_host(void* dst, const void* src, size_t bytes) {
-    if (bytes) RIDGE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    if (!bytes) return;
+    RIDGE_CUDA_CHECK(cudaDeviceSynchronize());
+    RIDGE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 void DeviceBuffer::fill_bytes(uint8_t value) {
-    if (bytes_) RIDGE_CUDA_CHECK(cudaMemset(ptr_, value, bytes_));
+    if (!bytes_) return;
+    RIDGE_CUDA_CHECK(cudaDeviceSynchronize());
+    RIDGE_CUDA_CHECK(cudaMemset(ptr_, value, bytes_));
+    RIDGE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace ridge::cuda

@@ -33,8 +33,9 @@ void set_device(int device);
 void use_device(int device);
 
 // A CUDA stream. Kernels take one by reference and queue on it; nothing waits until sync(). It is
-// an ordinary (blocking) stream: DeviceBuffer's copies and fills, which run on the legacy default
-// stream, are ordered with the kernels queued on it, before and after, without extra syncs.
+// a non-blocking stream: it does not wait for the legacy default stream, nor that one for it, so
+// every copy and fill that belongs to a pass is queued on it too (the *_async calls below), and
+// the synchronous calls wait for the whole device before and after their work.
 class Stream {
 public:
     Stream();
@@ -47,8 +48,38 @@ private:
     void* handle_ = nullptr;
 };
 
-// Device memory of a fixed size, freed with the object. Copies in and out are synchronous with
-// respect to the host (they finish before returning) unless a stream is given.
+// Page-locked host memory of a fixed size, freed with the object: the staging of a pass's uploads
+// (tokens, positions, slots, block tables) and of its logits download, so that those copies are
+// truly asynchronous on the stream (from pageable memory the driver copies through a bounce
+// buffer of its own first, holding the host thread).
+class PinnedBuffer {
+public:
+    PinnedBuffer() = default;
+    explicit PinnedBuffer(size_t bytes);
+    ~PinnedBuffer();
+    PinnedBuffer(PinnedBuffer&& o) noexcept;
+    PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
+    PinnedBuffer(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+    void* data() const { return ptr_; }
+    template <class T>
+    T* as() const { return static_cast<T*>(ptr_); }
+    size_t size() const { return bytes_; }
+    // At least `bytes`, reallocating (contents lost) when smaller. Call only while no queued copy
+    // still reads or writes it.
+    void reserve(size_t bytes);
+
+private:
+    void* ptr_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+// Device memory of a fixed size, freed with the object.
+// The plain calls (upload, download, fill_bytes) are for setup and tests: they wait for the whole
+// device first, do their copy, and wait again, so they are ordered with every stream and their
+// host memory is free when they return. The *_async calls queue on a stream, in order with its
+// kernels: the host memory must stay as it is (upload) or unread (download) until the stream has
+// reached them (a sync); from a PinnedBuffer they do not hold the host thread.
 class DeviceBuffer {
 public:
     DeviceBuffer() = default;
@@ -69,6 +100,7 @@ public:
     void upload_async(const void* src, size_t bytes, const Stream& s, size_t offset = 0);
     // bytes from this buffer at offset to host dst.
     void download(void* dst, size_t bytes, size_t offset = 0) const;
+    void download_async(void* dst, size_t bytes, const Stream& s, size_t offset = 0) const;
     // Every byte set to `value` (tests poison outputs before a kernel to see that it wrote them all).
     void fill_bytes(uint8_t value);
 
@@ -77,7 +109,7 @@ private:
     size_t bytes_ = 0;
 };
 
-// bytes from device memory at src to host dst, after everything queued before it (synchronous).
+// bytes from device memory at src to host dst, after everything queued on any stream (synchronous).
 void copy_to_host(void* dst, const void* src, size_t bytes);
 
 }  // namespace ridge::cuda
