@@ -45,12 +45,15 @@ int main(int argc, char** argv) {
         const Shape shapes[] = {{"q,o", 4096, 4096},       {"k,v", 1024, 4096},     {"gate,up", 14336, 4096},
                                 {"down", 4096, 14336},     {"output", 128256, 4096}};
         std::printf("%-8s %-16s %10s %10s %9s\n", "type", "matvec n x k", "us", "GB/s", "% of read");
+        // One row per variant (the type column says which: "BF16" matvec, "BF16:v2" matvec_v2_inflight).
+        for (const char* variant : {"matvec", "matvec_v2_inflight"})
         for (ridge::DType t : {ridge::DType::BF16, ridge::DType::Q8_0, ridge::DType::Q4_0})
             for (const Shape& s : shapes) {
                 double bytes = 0;
-                const ridge::cuda::Timing m = ridge::cuda::time_matvec(t, s.n, s.k, 1, reps, &bytes);
+                const ridge::cuda::Timing m = ridge::cuda::time_matvec(t, s.n, s.k, 1, reps, &bytes, variant);
                 const double gbs = bytes / m.median_s / 1e9;
-                std::printf("%-8s %-16s %10.1f %10.1f %8.1f%%   (%s)\n", std::string(ridge::dtype_name(t)).c_str(),
+                const std::string label = std::string(ridge::dtype_name(t)) + (std::string(variant) == "matvec" ? "" : ":v2");
+                std::printf("%-8s %-16s %10.1f %10.1f %8.1f%%   (%s)\n", label.c_str(),
                             (std::to_string(s.n) + " x " + std::to_string(s.k)).c_str(), m.median_s * 1e6, gbs,
                             100.0 * gbs / read_gbs, s.name);
             }

@@ -263,14 +263,23 @@ public:
     // At most kMatvecMaxRows rows a launch, each row's sum the same whatever its neighbours. Counted
     // as the CPU counts a run (its weights once): a run of more rows reads them once per launch here,
     // a cost of this kernel the counters leave out.
+    // The outputs that read one x (q, k, v; gate, up) go in one launch (cuda::matvec_fused).
     void matmul_rows(const LinearOut* outs, int n_outs, const float* x, int64_t m, Cost* costs) override {
-        for (int o = 0; o < n_outs; o++) {
-            const cuda::Matrix& W = w_->matrix(*outs[o].plan->w);
+        for (int o0 = 0; o0 < n_outs; o0 += cuda::kMatvecMaxOutputs) {
+            const int n = std::min(cuda::kMatvecMaxOutputs, n_outs - o0);
             for (int64_t r = 0; r < m; r += cuda::kMatvecMaxRows) {
                 const int64_t rows = std::min(cuda::kMatvecMaxRows, m - r);
-                cuda::matvec(*stream_, W, x + r * W.k, rows, outs[o].y + r * W.n);
+                cuda::MatvecOut mo[cuda::kMatvecMaxOutputs];
+                Cost unused[cuda::kMatvecMaxOutputs];
+                int64_t k = 0;
+                for (int o = 0; o < n; o++) {
+                    const cuda::Matrix& W = w_->matrix(*outs[o0 + o].plan->w);
+                    mo[o] = {W, outs[o0 + o].y + r * W.n};
+                    k = W.k;
+                }
+                cuda::matvec_fused(*stream_, mo, n, x + r * k, rows, unused);
             }
-            costs[o] = cuda::matmul_cost(W, m);
+            for (int o = 0; o < n; o++) costs[o0 + o] = cuda::matmul_cost(w_->matrix(*outs[o0 + o].plan->w), m);
         }
     }
     Cost matmul_tiled(const MatmulPlan& plan, const float* x, int64_t m, float* y) override {

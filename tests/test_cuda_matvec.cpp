@@ -4,6 +4,8 @@
 // (the cost test runs anyway: it needs none).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <vector>
 
@@ -60,6 +62,48 @@ TEST(CudaMatvec, MatchesScalarForEveryTypeAndRowCount) {
                 }
             }
         }
+}
+
+// v2 issues its loads earlier but computes each block as matvec does: the same outputs bit for bit.
+// The fused launch gives each output what v2 gives it alone, whatever its neighbours.
+TEST(CudaMatvec, InflightAndFusedGiveMatvecsOutputsBitForBit) {
+    RIDGE_REQUIRE_GPU();
+    cuda::Stream s;
+    uint32_t seed = 3000;
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,
+                    DType::Q6_K}) {
+        const int64_t k = 2048;  // 64 blocks: two passes of kInflight blocks per lane
+        const int64_t ns[3] = {97, 16, 33};
+        std::vector<test::OwnedWeight> w;
+        std::vector<cuda::DeviceMatrix> dw;
+        for (int64_t n : ns) w.push_back(test::random_weight(t, n, k, seed++));
+        for (const auto& x : w) dw.push_back(cuda::upload_matrix(x.view));
+        for (int64_t m : {int64_t(1), int64_t(3), cuda::kMatvecMaxRows}) {
+            const auto x = random_floats(size_t(m * k), seed++, -2, 2);
+            cuda::DeviceBuffer dx = to_device(x);
+            std::vector<cuda::DeviceBuffer> y1, y2, yf;
+            cuda::MatvecOut outs[3];
+            for (int o = 0; o < 3; o++) {
+                y1.push_back(test::poisoned_floats(size_t(m * ns[o])));
+                y2.push_back(test::poisoned_floats(size_t(m * ns[o])));
+                yf.push_back(test::poisoned_floats(size_t(m * ns[o])));
+                cuda::matvec(s, dw[size_t(o)].view, dx.as<float>(), m, y1.back().as<float>());
+                cuda::matvec_v2_inflight(s, dw[size_t(o)].view, dx.as<float>(), m, y2.back().as<float>());
+                outs[o] = {dw[size_t(o)].view, yf.back().as<float>()};
+            }
+            Cost costs[3];
+            cuda::matvec_fused(s, outs, 3, dx.as<float>(), m, costs);
+            s.sync();
+            for (int o = 0; o < 3; o++) {
+                const size_t len = size_t(m * ns[o]);
+                const auto a = from_device<float>(y1[size_t(o)], len), b = from_device<float>(y2[size_t(o)], len),
+                           c = from_device<float>(yf[size_t(o)], len);
+                EXPECT_EQ(std::memcmp(a.data(), b.data(), len * 4), 0) << dtype_name(t) << " m=" << m << " output " << o;
+                EXPECT_EQ(std::memcmp(a.data(), c.data(), len * 4), 0) << dtype_name(t) << " m=" << m << " output " << o;
+                EXPECT_DOUBLE_EQ(costs[o].flops, cuda::matmul_cost(dw[size_t(o)].view, m).flops);
+            }
+        }
+    }
 }
 
 TEST(CudaMatvec, RejectsRowCountsOutsideItsRange) {

@@ -3,6 +3,10 @@
 //   matvec        decode (m up to kMatvecMaxRows): one warp per output row, each lane decoding
 //                 32-element blocks in registers (16-byte loads of codes in the split layout) into
 //                 f32 FMAs with every row of X, then a warp-shuffle sum. Reads W once.
+//   matvec_v2_inflight  matvec with the loads of two blocks per lane issued before either is
+//                 decoded (more bytes in flight); the same outputs bit for bit.
+//   matvec_fused  matvec_v2 over up to kMatvecMaxOutputs matrices that read the same X (q, k and v;
+//                 gate and up) in one launch, each output as matvec_v2 gives it alone.
 //   v1_naive      one thread per output element, W decoded element by element: the baseline, each
 //                 weight read m times from memory or cache (intensity ~ 1/2 FLOP per weight byte read).
 //   v2_smem       shared-memory tiles of X and of W (decoded once per tile), each thread one output:
@@ -32,6 +36,15 @@ Cost matmul_cost(const Matrix& W, int64_t m);
 
 inline constexpr int64_t kMatvecMaxRows = 8;
 Cost matvec(const Stream& s, const Matrix& W, const float* X, int64_t m, float* Y);  // m <= kMatvecMaxRows
+Cost matvec_v2_inflight(const Stream& s, const Matrix& W, const float* X, int64_t m, float* Y);
+inline constexpr int kMatvecMaxOutputs = 3;
+struct MatvecOut {
+    Matrix W;
+    float* Y;  // (m, W.n)
+};
+// Y_o = X . W_o^T for each output, costs[o] its cost; one launch where every W_o has the same type
+// and row length (whole 32-element blocks), else one matvec_v2_inflight each.
+void matvec_fused(const Stream& s, const MatvecOut* outs, int n_outs, const float* X, int64_t m, Cost* costs);
 Cost matmul_v1_naive(const Stream& s, const Matrix& W, const float* X, int64_t m, float* Y);
 Cost matmul_v2_smem(const Stream& s, const Matrix& W, const float* X, int64_t m, float* Y);
 Cost matmul_v3_regblock(const Stream& s, const Matrix& W, const float* X, int64_t m, float* Y);

@@ -157,8 +157,13 @@ Timing time_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, 
     return time_events(stream_of(s), reps, [&] { v->fn(s, W.view, X.as<float>(), m, Y.as<float>()); });
 }
 
-Timing time_matvec(DType type, int64_t n, int64_t k, int rows, int reps, double* weight_bytes) {
+Timing time_matvec(DType type, int64_t n, int64_t k, int rows, int reps, double* weight_bytes,
+                   const std::string& variant) {
     if (!supports(type)) throw Error("probe: the CUDA kernels do not read " + std::string(dtype_name(type)));
+    const MatmulVariant* v = nullptr;
+    for (const MatmulVariant& x : matmul_variants())
+        if (x.name == variant && x.max_rows == kMatvecMaxRows) v = &x;
+    if (v == nullptr) throw Error("probe: no matvec variant named '" + variant + "'");
     std::mt19937 rng(3);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     const size_t row_b = row_bytes(type, k);
@@ -181,7 +186,7 @@ Timing time_matvec(DType type, int64_t n, int64_t k, int rows, int reps, double*
     X.upload(x.data(), x.size() * 4);
     *weight_bytes = double(w.size());
     Stream s;
-    return time_events(stream_of(s), reps, [&] { matvec(s, W.view, X.as<float>(), rows, Y.as<float>()); });
+    return time_events(stream_of(s), reps, [&] { v->fn(s, W.view, X.as<float>(), rows, Y.as<float>()); });
 }
 
 Timing time_decode_attention(int n_keys, int n_heads, int n_kv_heads, int head_dim, int reps, double* kv_bytes) {

@@ -31,7 +31,8 @@ Timing time_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, 
 
 // The decode matvec (matmul.h: matvec) on `rows` rows of X and W (n, k) of `type` (random values,
 // quantized to the type on the host); bytes per repetition: W once, in its stored format.
-Timing time_matvec(DType type, int64_t n, int64_t k, int rows, int reps, double* weight_bytes);
+Timing time_matvec(DType type, int64_t n, int64_t k, int rows, int reps, double* weight_bytes,
+                   const std::string& variant = "matvec");
 
 // Decode attention (attention.h: attention_v1_split) of one row over n_keys keys in an F16 cache:
 // n_heads query heads of head_dim over n_kv_heads key/value heads (random values); bytes per
