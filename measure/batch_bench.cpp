@@ -95,10 +95,21 @@ BatchPoint run_point(const Engine& engine, int B, const BatchBenchOptions& opt, 
     };
     decode_steps(engine, cache, seqs, steps, opt.n_gen, ws, batch, nullptr);  // warm-up
     rewind();
+    std::vector<ReadRegion> regions;  // a step's bytes, known once a repetition has been counted
     for (int r = 0; r < opt.reps; r++) {
         const double secs = decode_steps(engine, cache, seqs, steps, opt.n_gen, ws, batch, &pt.counters);
         pt.step_seconds.push_back(secs / opt.n_gen);
         rewind();
+        if (engine.on_gpu()) continue;
+        if (regions.empty()) {
+            const Cost kv = pt.counters.total().cost;
+            const double kv_per_step = (kv.kv_read + kv.kv_written) / double(int64_t(r + 1) * opt.n_gen);
+            const double slot = double(KVCache::bytes_per_token(c, cache.type()));
+            regions = step_read_regions(engine, cache, slot > 0 ? int64_t(std::llround(kv_per_step / slot)) : 0);
+            for (const ReadRegion& g : regions) pt.stream_bytes += double(g.bytes);
+            stream_read_seconds(regions, omp_get_max_threads());  // warm-up
+        }
+        pt.stream_samples.push_back(pt.stream_bytes / stream_read_seconds(regions, omp_get_max_threads()) / 1e9);
     }
     pt.counted_steps = int64_t(opt.reps) * opt.n_gen;
     pt.counted_tokens = pt.counted_steps * B;
@@ -110,6 +121,11 @@ BatchPoint run_point(const Engine& engine, int B, const BatchBenchOptions& opt, 
     pt.per_step.scale(1.0 / double(pt.counted_steps));
     pt.report = phase_report(pt.counters.total().cost, pt.counted_tokens, pt.tokens_per_second, ceilings);
     if (ceilings && pt.report.has_bound) pt.bound_gflops = ceilings->attainable_gflops(pt.report.intensity);
+    if (!pt.stream_samples.empty()) {
+        pt.stream_gbs = spread_of(pt.stream_samples).median;
+        if (pt.stream_gbs > 0 && pt.step.median > 0)
+            pt.percent_of_stream = 100.0 * pt.per_step.memory_bytes() / pt.step.median / 1e9 / pt.stream_gbs;
+    }
     return pt;
 }
 

@@ -42,6 +42,13 @@ struct BatchPoint {
     Cost per_step;                // counters' total / counted_steps
     PhaseReport report;                // per token, at tokens_per_second (bound: min(peak, I * bw))
     double bound_gflops = 0;           // min(peak, I * bandwidth) (0 without ceilings)
+    // The bound measured with the run (CPU only; empty on a GPU), as bench.h's: after every timed
+    // repetition, one plain read of the bytes a decode step reads (weights, and the KV slots the
+    // counters count per step), with the same threads.
+    std::vector<double> stream_samples;  // GB/s of each read
+    double stream_bytes = 0;             // bytes each read streams
+    double stream_gbs = 0;               // median of stream_samples
+    double percent_of_stream = 0;        // 100 * step bytes / median step time / stream_gbs
 };
 
 // Where batched decode meets the ridge point I* = peak / bandwidth. A step of B rows costs

@@ -99,6 +99,18 @@ double run_once(Session& s, Phase phase, std::span<const int32_t> prompt, std::s
     return seconds;
 }
 
+// KV slots one step of the test reads or writes per layer, on average: its counted KV bytes per step
+// over the bytes of one slot's key and value in every layer.
+int64_t kv_slots_per_step(const Counters& counters, int64_t counted_tokens, int64_t steps_per_rep, int64_t tokens_per_rep,
+                          const KVCache& cache, const Config& c) {
+    if (counted_tokens <= 0 || steps_per_rep <= 0) return 0;
+    const Cost total = counters.total().cost;
+    const double kv_per_step = (total.kv_read + total.kv_written) / double(counted_tokens) * double(tokens_per_rep) /
+                               double(steps_per_rep);
+    const double slot_bytes = double(KVCache::bytes_per_token(c, cache.type()));
+    return slot_bytes > 0 ? int64_t(std::llround(kv_per_step / slot_bytes)) : 0;
+}
+
 BenchTest run_test(Session& s, Phase phase, std::span<const int32_t> prompt, std::span<const int32_t> steps,
                    const BenchOptions& opt, const Ceilings* ceilings) {
     BenchTest t;
@@ -115,10 +127,26 @@ BenchTest run_test(Session& s, Phase phase, std::span<const int32_t> prompt, std
     run_once(s, phase, prompt, steps);
     const PhaseStats warm = stats;
 
+    // What one step of this test streams (a decode step is one token; a prefill pass reads its
+    // weights once per chunk of max_rows rows), read after each repetition on the CPU.
+    const bool on_cpu = !s.engine().on_gpu();
+    const int64_t steps_per_rep = phase == Phase::Prefill ? (t.n_tokens + opt.max_rows - 1) / opt.max_rows : t.n_tokens;
+    std::vector<ReadRegion> regions;
+    if (on_cpu) {
+        const int64_t slots = kv_slots_per_step(warm.counters, warm.tokens, steps_per_rep, t.n_tokens, s.cache(),
+                                                s.engine().config());
+        regions = step_read_regions(s.engine(), s.cache(), slots);
+        for (const ReadRegion& r : regions) t.stream_bytes += double(r.bytes);
+        stream_read_seconds(regions, omp_get_max_threads());  // warm-up: pages touched, threads started
+    }
+
     s.set_counting(opt.count);
     s.prefill_stats = PhaseStats{};
     s.decode_stats = PhaseStats{};
-    for (int r = 0; r < opt.reps; r++) t.samples.push_back(double(t.n_tokens) / run_once(s, phase, prompt, steps));
+    for (int r = 0; r < opt.reps; r++) {
+        t.samples.push_back(double(t.n_tokens) / run_once(s, phase, prompt, steps));
+        if (on_cpu) t.stream_samples.push_back(t.stream_bytes / stream_read_seconds(regions, omp_get_max_threads()) / 1e9);
+    }
     const PhaseStats& counted = opt.count ? stats : warm;
     t.counters = counted.counters;
     t.counted_tokens = counted.tokens;
@@ -126,10 +154,39 @@ BenchTest run_test(Session& s, Phase phase, std::span<const int32_t> prompt, std
 
     t.tokens_per_second = spread_of(t.samples);
     t.report = phase_report(t.counters.total().cost, t.counted_tokens, t.tokens_per_second.median, ceilings);
+    if (!t.stream_samples.empty()) {
+        t.stream_gbs = spread_of(t.stream_samples).median;
+        if (t.stream_gbs > 0) t.percent_of_stream = 100.0 * t.report.achieved_gbs / t.stream_gbs;
+    }
     return t;
 }
 
 }  // namespace
+
+std::vector<ReadRegion> step_read_regions(const Engine& engine, KVCache& cache, int64_t kv_slots) {
+    std::vector<ReadRegion> r;
+    auto add = [&r](const TensorView* t) {
+        if (t != nullptr && t->data != nullptr && t->nbytes > 0) r.push_back({t->data, size_t(t->nbytes)});
+    };
+    const Model& m = engine.model();
+    for (const LayerWeights& l : m.layers)
+        for (const TensorView* t : {l.attn_norm, l.attn_q, l.attn_k, l.attn_v, l.attn_output, l.ffn_norm, l.ffn_gate,
+                                    l.ffn_up, l.ffn_down})
+            add(t);
+    add(m.output_norm);
+    add(m.output);
+    if (kv_slots > 0 && !cache.on_gpu()) {
+        const int n_layers = int(m.layers.size());
+        const size_t slot = KVCache::bytes_per_token(engine.config(), cache.type()) / size_t(2 * n_layers);  // one k or v
+        for (int l = 0; l < n_layers; l++) {
+            const KVLayer layer = cache.layer(l);
+            const size_t bytes = size_t(std::min<int64_t>(kv_slots, layer.n_slots)) * slot;
+            r.push_back({layer.k, bytes});
+            r.push_back({layer.v, bytes});
+        }
+    }
+    return r;
+}
 
 BenchResult run_bench(const Engine& engine, const BenchOptions& opt, const Ceilings* ceilings) {
     const Config& c = engine.config();

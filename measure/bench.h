@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "measure/ceilings.h"
+#include "engine/kv_cache.h"
+#include "kernels/cpu/probe.h"
 #include "engine/counters.h"
 #include "engine/engine.h"
 #include "weights/types.h"
@@ -64,6 +66,13 @@ struct BenchTest {
     Counters counters;             // the counted repetitions (the warm-up when counting is off)
     int64_t counted_tokens = 0;    // tokens `counters` covers
     PhaseReport report;            // at the median tokens/s
+    // The bound measured with the run (CPU only; 0 on a GPU): after every timed repetition, one
+    // plain read of exactly the bytes a step of this test reads from memory (its weight pages and
+    // its KV cache, as the counters count them per step), with the same threads.
+    std::vector<double> stream_samples;  // GB/s of each such read
+    double stream_bytes = 0;             // bytes each read streams
+    double stream_gbs = 0;               // median of stream_samples
+    double percent_of_stream = 0;        // 100 * achieved GB/s (counted bytes x tokens/s) / stream_gbs
 };
 
 struct BenchResult {
@@ -71,6 +80,11 @@ struct BenchResult {
     std::vector<BenchTest> tests;  // prefill first, then decode (skipped ones absent)
     double peak_rss_bytes = 0;     // the process's peak resident memory after the tests
 };
+
+// What a step of a test reads from memory, for the stream read above: every weight the pass reads
+// whole (each layer's norms and matrices, the output norm and head; the embedding table's rows are
+// read one per token and are left out), and `kv_slots` slots of each layer's keys and values.
+std::vector<ReadRegion> step_read_regions(const Engine& engine, KVCache& cache, int64_t kv_slots);
 
 // Runs the tests (ridge::Error for bad options or a test that passes the model's context).
 // `ceilings` may be nullptr: then no bound is reported.

@@ -69,7 +69,8 @@ TEST(CliBatchBench, JsonHasEveryFieldAndTheNumbersAgree) {
         for (const char* f : {"batch", "kv_cache_tokens", "kv_cache_bytes", "prefill", "step_seconds",
                               "tokens_per_second", "tokens_per_second_per_sequence", "counted_steps", "counted_tokens",
                               "per_step", "per_token", "intensity", "achieved_gbs", "achieved_gflops", "bound",
-                              "bound_gflops", "bound_tokens_per_second", "percent_of_bound"})
+                              "bound_gflops", "bound_tokens_per_second", "percent_of_bound", "stream_bytes",
+                              "stream_gbs", "stream_samples", "percent_of_stream"})
             EXPECT_TRUE(pt.contains(f)) << f;
         for (const char* f : {"flops", "bytes", "weight_bytes", "kv_read_bytes", "kv_written_bytes",
                               "activation_read_bytes", "activation_written_bytes"}) {
@@ -103,6 +104,12 @@ TEST(CliBatchBench, JsonHasEveryFieldAndTheNumbersAgree) {
         const double bound_tps = pt["bound_tokens_per_second"];
         EXPECT_NEAR(bound_tps, pt["bound_gflops"].get<double>() * 1e9 / (flops / B), 1e-6 * bound_tps);
         EXPECT_NEAR(pt["percent_of_bound"].get<double>(), 100 * B / step / bound_tps, 1e-6);
+        // The bound measured with the run: a read of a step's bytes after each repetition.
+        ASSERT_EQ(pt["stream_samples"].size(), size_t(reps));
+        EXPECT_GT(pt["stream_gbs"].get<double>(), 0.0);
+        EXPECT_LT(std::fabs(pt["stream_bytes"].get<double>() - bytes), 0.05 * bytes);  // the embedding rows, KV rounding
+        EXPECT_NEAR(pt["percent_of_stream"].get<double>(), 100 * bytes / step / 1e9 / pt["stream_gbs"].get<double>(),
+                    1e-6 * pt["percent_of_stream"].get<double>());
     }
     const nlohmann::json& x = j["compute_bound"];
     EXPECT_TRUE(x["first_measured_batch"].is_null());
@@ -116,7 +123,7 @@ TEST(CliBatchBench, TableHasOneRowPerBatchSize) {
     const RunResult r = ridge({"batch-bench", "-m", kGguf, "-B", "1,3,8", "-p", "2", "-n", "2", "-r", "1", "-t", "2"});
     ASSERT_EQ(r.rc, 0) << r.err;
     for (const char* row : {"\n| 1 | ", "\n| 3 | ", "\n| 8 | "}) EXPECT_NE(r.out.find(row), std::string::npos) << row;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '|'), 13 * (2 + 3)) << r.out;  // header, rule, 3 rows
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '|'), 15 * (2 + 3)) << r.out;  // header, rule, 3 rows
     EXPECT_NE(r.out.find("ridge point I* = 16.00 FLOP/byte"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("memory-bound at every B measured"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("reaches I* at B = "), std::string::npos) << r.out;

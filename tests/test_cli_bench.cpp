@@ -108,6 +108,14 @@ TEST(CliBench, JsonHoldsEveryFieldWithSaneValues) {
         EXPECT_EQ(t["bound"], I >= kPeak / kBandwidth ? "compute" : "memory") << name;
         expect_rel(t["percent_of_bound"], 100.0 * median / bound, 1e-12, name + " % of bound");
 
+        // The bound measured with the run: one read of the step's bytes after each repetition.
+        ASSERT_EQ(t["stream_samples"].size(), 2u) << name;
+        const double g0 = t["stream_samples"][0], g1 = t["stream_samples"][1];
+        EXPECT_GT(g0, 0.0) << name;
+        expect_rel(t["stream_gbs"], 0.5 * (g0 + g1), 1e-12, name + " stream median of two");
+        expect_rel(t["percent_of_stream"], 100.0 * t["achieved_gbs"].get<double>() / t["stream_gbs"].get<double>(),
+                   1e-12, name + " % of stream");
+
         // The ops add up to the token's cost.
         double op_flops = 0, op_bytes = 0, share = 0;
         std::vector<std::string> ops;
@@ -123,6 +131,10 @@ TEST(CliBench, JsonHoldsEveryFieldWithSaneValues) {
         for (const char* op : {"embedding", "q", "attn_scores", "down", "output_head"})
             EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << name << " " << op;
     }
+    // A decode step streams every weight but the embedding table (one row of it) and its KV cache:
+    // the counted bytes of a step, to within that row and the rounding of the KV to whole slots.
+    const double step = tests[1]["per_token"]["bytes"].get<double>();
+    EXPECT_LT(std::fabs(tests[1]["stream_bytes"].get<double>() - step), 0.01 * step);
     // A decode step reads every weight once, one embedding row: `ridge info`'s count.
     EXPECT_DOUBLE_EQ(tests[1]["per_token"]["weight_bytes"].get<double>(),
                      j["model"]["decode_weight_bytes"].get<double>());
@@ -229,14 +241,14 @@ TEST(CliBench, MarkdownTableHasTheHeaderAndOneRowPerTest) {
     for (std::string l; std::getline(ss, l);)
         if (!l.empty() && l[0] == '|') table.push_back(l);
     ASSERT_EQ(table.size(), 4u) << r.out;
-    EXPECT_EQ(table[0],
-              "| test | t/s | min .. max | FLOP/token | bytes/token | FLOP/byte | GB/s | GFLOP/s | bound t/s | % of bound |");
+    EXPECT_EQ(table[0], "| test | t/s | min .. max | FLOP/token | bytes/token | FLOP/byte | GB/s | GFLOP/s | bound t/s | "
+                        "% of bound | stream GB/s | % of stream |");
     EXPECT_EQ(table[1].substr(0, 8), "|---|--:");
     EXPECT_EQ(table[2].rfind("| pp16 | ", 0), 0u) << table[2];
     EXPECT_EQ(table[3].rfind("| tg8 | ", 0), 0u) << table[3];
     EXPECT_NE(table[3].find("(memory)"), std::string::npos) << table[3];
-    for (size_t i = 2; i < 4; i++)  // ten columns
-        EXPECT_EQ(std::count(table[i].begin(), table[i].end(), '|'), 11) << table[i];
+    for (size_t i = 2; i < 4; i++)  // twelve columns
+        EXPECT_EQ(std::count(table[i].begin(), table[i].end(), '|'), 13) << table[i];
     EXPECT_NE(r.out.find("ceilings: 20.00 GB/s read, 100.0 GFLOP/s FMA peak, ridge point 5.00 FLOP/byte (2 threads; " +
                          probe),
               std::string::npos)

@@ -64,6 +64,11 @@ nlohmann::ordered_json point_json(const BatchPoint& p, int n_prompt) {
     j["bound_gflops"] = or_null(r.has_bound, p.bound_gflops);
     j["bound_tokens_per_second"] = or_null(r.has_bound, r.bound_tokens_per_second);
     j["percent_of_bound"] = or_null(r.has_bound, r.percent_of_bound);
+    const bool stream = !p.stream_samples.empty();  // the bound measured with the run (CPU)
+    j["stream_bytes"] = or_null(stream, p.stream_bytes);
+    j["stream_gbs"] = or_null(stream, p.stream_gbs);
+    j["stream_samples"] = stream ? nlohmann::ordered_json(p.stream_samples) : nlohmann::ordered_json(nullptr);
+    j["percent_of_stream"] = or_null(stream, p.percent_of_stream);
     return j;
 }
 
@@ -107,8 +112,8 @@ void print_table(const BatchBenchCommand& cmd, const ModelFile& file, const Engi
                 si(double(stats.weight_bytes)).c_str(), types_of(stats).c_str(), res.threads, cmd.kv_type.c_str(),
                 res.n_prompt, res.n_gen, res.reps, engine.exact() ? ", --exact" : "");
     std::printf("| B | step ms | t/s total | t/s per seq | FLOP/step | bytes/step | FLOP/byte | GB/s | GFLOP/s | "
-                "bound GFLOP/s | bound t/s | %% of bound |\n");
-    std::printf("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+                "bound GFLOP/s | bound t/s | %% of bound | stream GB/s | %% of stream |\n");
+    std::printf("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (const BatchPoint& p : res.points) {
         const PhaseReport& r = p.report;
         char bound_g[32] = "-", bound_t[64] = "-", pct[32] = "-";
@@ -118,13 +123,19 @@ void print_table(const BatchBenchCommand& cmd, const ModelFile& file, const Engi
                           r.compute_bound ? "compute" : "memory");
             std::snprintf(pct, sizeof pct, "%.1f", r.percent_of_bound);
         }
-        std::printf("| %d | %.2f ± %.2f | %.1f | %.2f | %s | %sB | %.2f | %.2f | %.2f | %s | %s | %s |\n", p.batch,
-                    1e3 * p.step.median, 1e3 * p.step.stdev, p.tokens_per_second, p.tokens_per_second_per_seq,
+        char sgbs[32] = "-", spct[32] = "-";
+        if (!p.stream_samples.empty()) {
+            std::snprintf(sgbs, sizeof sgbs, "%.2f", p.stream_gbs);
+            std::snprintf(spct, sizeof spct, "%.1f", p.percent_of_stream);
+        }
+        std::printf("| %d | %.2f ± %.2f | %.1f | %.2f | %s | %sB | %.2f | %.2f | %.2f | %s | %s | %s | %s | %s |\n",
+                    p.batch, 1e3 * p.step.median, 1e3 * p.step.stdev, p.tokens_per_second, p.tokens_per_second_per_seq,
                     si(p.per_step.flops).c_str(), si(p.per_step.memory_bytes()).c_str(), r.intensity, r.achieved_gbs,
-                    r.achieved_gflops, bound_g, bound_t, pct);
+                    r.achieved_gflops, bound_g, bound_t, pct, sgbs, spct);
     }
     std::printf("\nbytes = weights + KV cache read and written per step (activations, in cache, apart); each "
-                "weight is read once per step and used by all B rows.\n");
+                "weight is read once per step and used by all B rows. stream = one plain read of a step's bytes "
+                "after each repetition, same threads (median).\n");
     if (res.n_prompt > 0) {
         std::printf("prefill (B prompts of %d tokens, one sequence at a time, not in the step times):", res.n_prompt);
         for (const BatchPoint& p : res.points)

@@ -108,6 +108,17 @@ nlohmann::ordered_json test_json(const BenchTest& t) {
         j["bound_tokens_per_second"] = nullptr;
         j["percent_of_bound"] = nullptr;
     }
+    if (!t.stream_samples.empty()) {  // the bound measured with the run (CPU)
+        j["stream_bytes"] = t.stream_bytes;
+        j["stream_gbs"] = t.stream_gbs;
+        j["stream_samples"] = t.stream_samples;
+        j["percent_of_stream"] = t.percent_of_stream;
+    } else {
+        j["stream_bytes"] = nullptr;
+        j["stream_gbs"] = nullptr;
+        j["stream_samples"] = nullptr;
+        j["percent_of_stream"] = nullptr;
+    }
     const OpRecord total = t.counters.total();
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
     for (size_t i = 0; i < kNumOps; i++) {
@@ -189,8 +200,8 @@ void run(BenchCommand& cmd) {
                 si(double(stats.weight_bytes)).c_str(), types_of(stats).c_str(), where.c_str(), a.kv_type.c_str(),
                 a.opt.max_rows, a.opt.reps, a.opt.count ? "" : ", counting off", engine.exact() ? ", --exact" : "");
     std::printf("| test | t/s | min .. max | FLOP/token | bytes/token | FLOP/byte | GB/s | GFLOP/s | bound t/s | "
-                "%% of bound |\n");
-    std::printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+                "%% of bound | stream GB/s | %% of stream |\n");
+    std::printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (const BenchTest& t : res.tests) {
         const PhaseReport& r = t.report;
         char bound[64] = "-", pct[32] = "-";
@@ -199,16 +210,22 @@ void run(BenchCommand& cmd) {
                           r.compute_bound ? "compute" : "memory");
             std::snprintf(pct, sizeof pct, "%.1f", r.percent_of_bound);
         }
-        std::printf("| %s | %.2f ± %.2f | %.2f .. %.2f | %s | %sB | %.2f | %.2f | %.2f | %s | %s |\n", t.name.c_str(),
-                    t.tokens_per_second.median, t.tokens_per_second.stdev, t.tokens_per_second.min,
+        char sgbs[32] = "-", spct[32] = "-";
+        if (!t.stream_samples.empty()) {
+            std::snprintf(sgbs, sizeof sgbs, "%.2f", t.stream_gbs);
+            std::snprintf(spct, sizeof spct, "%.1f", t.percent_of_stream);
+        }
+        std::printf("| %s | %.2f ± %.2f | %.2f .. %.2f | %s | %sB | %.2f | %.2f | %.2f | %s | %s | %s | %s |\n",
+                    t.name.c_str(), t.tokens_per_second.median, t.tokens_per_second.stdev, t.tokens_per_second.min,
                     t.tokens_per_second.max, si(r.flops_per_token).c_str(), si(r.bytes_per_token).c_str(),
-                    r.intensity, r.achieved_gbs, r.achieved_gflops, bound, pct);
+                    r.intensity, r.achieved_gbs, r.achieved_gflops, bound, pct, sgbs, spct);
     }
     std::printf("\n");
     for (const BenchTest& t : res.tests)
         if (t.phase == Phase::Decode)
             std::printf("%s: decode of %d tokens after a %d-token prompt; ", t.name.c_str(), t.n_tokens, t.n_past);
-    std::printf("bytes = weights + KV cache read and written (activations, in cache, apart):");
+    std::printf("bytes = weights + KV cache read and written (activations, in cache, apart); stream = one plain "
+                "read of a step's bytes after each repetition, same threads (median):");
     for (const BenchTest& t : res.tests)
         std::printf(" %s activations %sB/token;", t.name.c_str(),
                     si(t.report.per_token.act_read + t.report.per_token.act_written).c_str());

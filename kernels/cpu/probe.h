@@ -30,6 +30,16 @@ constexpr int kProbeFmaLanes = 8;
 // repetition. Cost: FLOPs = threads * iters * 12 * kProbeFmaLanes * 2 per repetition; no memory traffic.
 std::vector<ProbeSample> probe_fma_peak(long iters, int reps, int threads);
 
+// One plain read of every byte of `regions` (pointer, bytes), each region split among the threads
+// of one OpenMP region (`threads` of them, each its static share of every region, on 64-byte
+// boundaries; no waiting between regions): the most a pass that reads these bytes could stream
+// with these threads. Returns the seconds it took. Cost: bytes read = the regions' total.
+struct ReadRegion {
+    const void* data;
+    size_t bytes;
+};
+double stream_read_seconds(const std::vector<ReadRegion>& regions, int threads);
+
 // Scalar twin of the bandwidth probe's sum (the reference its result is checked against).
 double probe_sum_scalar(const float* x, size_t n);
 // The vectorized sum the bandwidth probe streams with (x 32-byte aligned, n a multiple of 32).
