@@ -5,6 +5,7 @@
 
 #include "tokenizer/utf8.h"
 #include "tokenizer/vocab.h"
+#include "weights/error.h"
 #include "weights/gguf.h"
 
 namespace ridge {
@@ -13,6 +14,23 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GGUFFile& f) { return make
 
 std::unique_ptr<Tokenizer> Tokenizer::from_llama2c(const std::string& path, int vocab_size) {
     return make_tokenizer(vocabulary_from_llama2c(path, vocab_size));
+}
+
+std::vector<int32_t> Tokenizer::encode_pieces(const std::vector<PromptPiece>& pieces, bool add_bos) const {
+    std::vector<int32_t> out;
+    if (add_bos) out = encode("", true, false);  // BOS alone, or the tokenizer's error without one
+    for (const PromptPiece& p : pieces) {
+        if (p.token >= 0) {
+            if (p.token >= n_vocab())
+                throw Error("prompt: token id " + std::to_string(p.token) + " is outside the vocabulary of " +
+                            std::to_string(n_vocab()));
+            out.push_back(p.token);
+        } else if (!p.text.empty()) {
+            const std::vector<int32_t> ids = encode(p.text, false, /*parse_special=*/false);
+            out.insert(out.end(), ids.begin(), ids.end());
+        }
+    }
+    return out;
 }
 
 std::string StreamDecoder::push(int32_t id) {

@@ -14,6 +14,14 @@ namespace ridge {
 
 class GGUFFile;
 
+// A prompt as a chat template renders it: text segments, and the template's own control tokens
+// by id. Keeping them apart is what keeps message content text: a message that contains
+// "<|im_end|>" is those characters, never the token.
+struct PromptPiece {
+    int32_t token = -1;  // >= 0: this control token
+    std::string text;    // otherwise: this text
+};
+
 class Tokenizer {
 public:
     virtual ~Tokenizer() = default;
@@ -30,6 +38,12 @@ public:
     // rejecting it beats guessing a repair that no reference would agree with.)
     // Thread-safe: one Tokenizer may encode from several threads at once.
     virtual std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const = 0;
+    // Pieces -> ids: each text piece encoded with parse_special false (special-token texts in it
+    // stay text), each token piece as its id. For text free of special-token texts this is
+    // encode(the pieces' texts joined, add_bos, /*parse_special=*/true), since that encodes the
+    // text between special tokens fragment by fragment too. ridge::Error for an id outside
+    // [0, n_vocab) or invalid UTF-8.
+    std::vector<int32_t> encode_pieces(const std::vector<PromptPiece>& pieces, bool add_bos) const;
     // The bytes a token stands for when decoded (byte tokens give their byte, "▁" gives " ",
     // byte-level BPE symbols are mapped back). `prev` is the previous id or -1: SentencePiece
     // vocabularies drop the leading space of the first piece after BOS, as llama2.c does.

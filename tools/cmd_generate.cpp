@@ -241,6 +241,7 @@ void run_chat(GenerateOptions& o, const std::optional<std::string>& system) {
     if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos)
         throw Error(L.file->path() + ": the chat template is not ChatML; ridge chat speaks ChatML only");
     const std::string system_text = system ? *system : serve::default_system_message(tmpl);
+    const int32_t im_start = *tok.find_token("<|im_start|>"), im_end = *tok.find_token("<|im_end|>");
     print_load_info(o, L);
 
     Sampler sampler(o.sp);
@@ -254,11 +255,12 @@ void run_chat(GenerateOptions& o, const std::optional<std::string>& system) {
         if (interactive) std::fprintf(stderr, "> ");
         if (!std::getline(std::cin, line)) break;
         if (line.empty()) continue;
-        std::string text;
-        if (reply_open) text += "<|im_end|>\n";
-        if (first && !system_text.empty()) text += "<|im_start|>system\n" + system_text + "<|im_end|>\n";
-        text += "<|im_start|>user\n" + line + "<|im_end|>\n<|im_start|>assistant\n";
-        std::vector<int32_t> ids = tok.encode(text, first && tok.add_bos_default(), /*parse_special=*/true);
+        // The turn as pieces: ChatML's tokens by id, what the user typed as text (never a token).
+        std::vector<PromptPiece> turn;
+        if (reply_open) turn.push_back({im_end, {}}), turn.push_back({-1, "\n"});
+        const std::vector<PromptPiece> rest = serve::chatml_pieces({{"user", line}}, first ? system_text : "", im_start, im_end);
+        turn.insert(turn.end(), rest.begin(), rest.end());
+        std::vector<int32_t> ids = tok.encode_pieces(turn, first && tok.add_bos_default());
         const int used = s.cache().length(seq);
         if (int64_t(used) + int64_t(ids.size()) + 1 > L.n_ctx) {
             std::fprintf(stderr, "ridge: the context is full (%d of %d tokens used, this turn needs %zu more); "

@@ -92,6 +92,7 @@ struct Server {
     std::string model_name;
     int64_t started = 0;             // Unix seconds
     bool chatml = false;             // the vocabulary has <|im_start|> / <|im_end|>
+    int32_t im_start = -1, im_end = -1;  // their ids
     std::string default_system;      // the chat template's default system message
     double bandwidth_gbs = 0;        // for ridge_decode_percent_of_bound
     std::string no_bound_reason;
@@ -154,15 +155,17 @@ Prepared prepare(Server& S, const std::string& body, bool chat) {
     Prepared P;
     const uint64_t seed = uint64_t(std::chrono::system_clock::now().time_since_epoch().count()) + S.next_id.load();
     P.req = serve::parse_completion_request(body, chat, S.opt.sp, seed);
-    std::string text = P.req.prompt;
-    if (chat) {
-        if (!S.chatml)
-            throw ApiError(400, "invalid_request_error",
-                           "this model has no ChatML chat template (<|im_start|>/<|im_end|>): use /v1/completions");
-        text = serve::chatml_prompt(P.req.messages, S.default_system);
-    }
+    if (chat && !S.chatml)
+        throw ApiError(400, "invalid_request_error",
+                       "this model has no ChatML chat template (<|im_start|>/<|im_end|>): use /v1/completions");
     try {
-        P.ids = S.tok->encode(text, S.tok->add_bos_default(), /*parse_special=*/true);
+        // Content is text: a chat's control tokens go in by id, its messages as text; a completion's
+        // prompt parses special-token texts only when the request asks ("parse_special": true).
+        if (chat)
+            P.ids = S.tok->encode_pieces(serve::chatml_pieces(P.req.messages, S.default_system, S.im_start, S.im_end),
+                                         S.tok->add_bos_default());
+        else
+            P.ids = S.tok->encode(P.req.prompt, S.tok->add_bos_default(), P.req.parse_special);
     } catch (const Error& e) {
         throw ApiError(400, "invalid_request_error", std::string("prompt: ") + e.what());
     }
@@ -399,6 +402,7 @@ void run_serve(ServeOptions& o) {
         throw Error("--kv-tokens " + std::to_string(o.kv_tokens) + " is less than the context of " +
                     std::to_string(S.n_ctx) + " (-c): one full sequence must fit");
     S.chatml = S.tok->find_token("<|im_start|>") && S.tok->find_token("<|im_end|>");
+    if (S.chatml) S.im_start = *S.tok->find_token("<|im_start|>"), S.im_end = *S.tok->find_token("<|im_end|>");
     const std::string tmpl = S.tok->chat_template();
     if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos) S.chatml = false;
     S.default_system = serve::default_system_message(tmpl);

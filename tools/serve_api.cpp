@@ -129,6 +129,10 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
             r.prompt = p->get<std::string>();
         else
             bad("'prompt' must be a string, not " + type_of(*p));
+        if (const json* v = field(j, "parse_special")) {
+            if (!v->is_boolean()) bad("'parse_special' must be true or false, not " + type_of(*v));
+            r.parse_special = v->get<bool>();
+        }
     }
 
     const json* mt = field(j, "max_tokens");
@@ -206,6 +210,22 @@ std::string chatml_prompt(const std::vector<ChatMessage>& messages, const std::s
         text += "<|im_start|>system\n" + default_system + "<|im_end|>\n";
     for (const ChatMessage& m : messages) text += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
     return text + "<|im_start|>assistant\n";
+}
+
+std::vector<PromptPiece> chatml_pieces(const std::vector<ChatMessage>& messages, const std::string& default_system,
+                                       int32_t im_start, int32_t im_end) {
+    std::vector<PromptPiece> p;
+    auto turn = [&](const std::string& role, const std::string& content) {
+        p.push_back({im_start, {}});
+        p.push_back({-1, role + "\n" + content});
+        p.push_back({im_end, {}});
+        p.push_back({-1, "\n"});
+    };
+    if (!default_system.empty() && (messages.empty() || messages[0].role != "system")) turn("system", default_system);
+    for (const ChatMessage& m : messages) turn(m.role, m.content);
+    p.push_back({im_start, {}});
+    p.push_back({-1, "assistant\n"});
+    return p;
 }
 
 json error_json(const std::string& message, const std::string& type, int status) {

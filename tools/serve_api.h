@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/tokenizer.h"
+
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 
@@ -35,6 +37,8 @@ struct ChatMessage {
 struct CompletionRequest {
     bool chat = false;
     std::string prompt;                 // /v1/completions: "prompt" (a string, or an array of one string)
+    bool parse_special = false;         // /v1/completions: "parse_special", special-token texts in the
+                                        // prompt become their tokens (llama.cpp's server field)
     std::vector<ChatMessage> messages;  // /v1/chat/completions: "messages", not empty
     std::optional<int> max_tokens;      // "max_tokens" (chat: or "max_completion_tokens"), >= 1; absent: the default
     SamplerParams sampling;             // the server's defaults, overridden by the body's fields
@@ -60,6 +64,10 @@ std::string default_system_message(const std::string& chat_template);
 // model's template renders it: the default system message first when the messages begin with
 // none, then "<|im_start|>ROLE\nCONTENT<|im_end|>\n" each, then "<|im_start|>assistant\n".
 std::string chatml_prompt(const std::vector<ChatMessage>& messages, const std::string& default_system);
+// The same prompt as the model is fed it: the ChatML control tokens by id (im_start, im_end), every
+// role, newline and content as text (Tokenizer::encode_pieces), so content never becomes a token.
+std::vector<PromptPiece> chatml_pieces(const std::vector<ChatMessage>& messages, const std::string& default_system,
+                                       int32_t im_start, int32_t im_end);
 
 // {"error": {"message": ..., "type": ..., "code": status}}
 nlohmann::json error_json(const std::string& message, const std::string& type, int status);
