@@ -472,6 +472,62 @@ std::string raw_exchange(int port, const std::string& request) {
     return out;
 }
 
+// --api-key (or RIDGE_API_KEY): every route but /health wants "Authorization: Bearer KEY", and
+// answers a missing or wrong key with a 401 in OpenAI's error shape.
+TEST(CliServe, AnApiKeyGuardsEveryRouteButHealth) {
+    REQUIRE_SMOL();
+    const std::string probe = cli_test::write_probe(20.0, 200.0);
+    for (const bool from_env : {false, true}) {
+        SCOPED_TRACE(from_env ? "RIDGE_API_KEY" : "--api-key");
+        std::vector<std::string> args = {"-m", kSmol, "-c", "64", "--max-batch", "1"};
+        cli_test::Env env = {{"RIDGE_PROBE_FILE", probe}};
+        if (from_env) env.push_back({"RIDGE_API_KEY", "s3cret"});
+        else args.insert(args.end(), {"--api-key", "s3cret"});
+        Server s(args, env);
+        ASSERT_TRUE(s.up());
+        auto c = s.client();
+        const std::string body = R"({"prompt": "Hi", "max_tokens": 1, "temperature": 0})";
+        const httplib::Headers good = {{"Authorization", "Bearer s3cret"}}, bad = {{"Authorization", "Bearer s3cre"}},
+                               other = {{"Authorization", "Basic s3cret"}};
+        auto health = c->Get("/health");
+        ASSERT_TRUE(health);
+        EXPECT_EQ(health->status, 200);
+        for (const httplib::Headers& h : {httplib::Headers{}, bad, other}) {
+            auto m = c->Get("/v1/models", h);
+            ASSERT_TRUE(m);
+            EXPECT_EQ(m->status, 401);
+            const json e = json::parse(m->body, nullptr, false);
+            EXPECT_EQ(e["error"]["type"], "authentication_error") << m->body;
+            auto p = c->Post("/v1/completions", h, body, "application/json");
+            ASSERT_TRUE(p);
+            EXPECT_EQ(p->status, 401);
+        }
+        auto m = c->Get("/v1/models", good);
+        ASSERT_TRUE(m);
+        EXPECT_EQ(m->status, 200);
+        auto p = c->Post("/v1/completions", good, body, "application/json");
+        ASSERT_TRUE(p);
+        EXPECT_EQ(p->status, 200) << p->body;
+    }
+}
+
+// A Content-Length no body can have (negative, not a number, past any integer or the 16 MiB limit)
+// is answered with a 400 at once, not waited on.
+TEST(CliServe, AnImpossibleContentLengthGetsA400AtOnce) {
+    REQUIRE_SMOL();
+    Server s({"-m", kSmol, "-c", "64", "--max-batch", "1"});
+    ASSERT_TRUE(s.up());
+    for (const char* length : {"-5", "99999999999999999999", "12abc", "17000000"}) {
+        const std::string got = raw_exchange(s.port(), std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                                                   "Content-Type: application/json\r\nContent-Length: ") +
+                                                           length + "\r\n\r\n");
+        EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << length << ": " << got;
+    }
+    auto health = s.client()->Get("/health");  // and the server is still up
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 200);
+}
+
 // Content is text: a chat message or a completion prompt that spells ChatML's markers is fed as those
 // characters (as `ridge tokenize` without --parse-special counts them), so it cannot open a turn of
 // its own; a completion that asks ("parse_special": true) gets the tokens.

@@ -334,4 +334,21 @@ TEST(ServeParse, MetricsArePrometheusTextWithTheBoundOrAReason) {
               std::string::npos);
 }
 
+TEST(ServeParse, BearerKeysContentLengthsAndLoopbackHosts) {
+    EXPECT_TRUE(bearer_matches("Bearer abc", "abc"));
+    for (const char* h : {"", "Bearer ", "Bearer ab", "Bearer abcd", "bearer abc", "Basic abc", "Bearer  abc", "abc"})
+        EXPECT_FALSE(bearer_matches(h, "abc")) << h;
+    EXPECT_FALSE(bearer_matches("Bearer ", ""));  // no key configured matches nothing
+
+    EXPECT_EQ(content_length_problem("0", 100), "");
+    EXPECT_EQ(content_length_problem("100", 100), "");
+    EXPECT_NE(content_length_problem("101", 100).find("past the largest body, 100 bytes"), std::string::npos);
+    for (const char* v : {"", "-5", "+5", "1e3", "12abc", " 5", "99999999999999999999", "184467440737095516160"})
+        EXPECT_NE(content_length_problem(v, 100), "") << v;
+    EXPECT_NE(content_length_problem("18446744073709551615", 100), "");  // the largest integer: past the limit
+
+    for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "localhost"}) EXPECT_TRUE(is_loopback_host(h)) << h;
+    for (const char* h : {"0.0.0.0", "::", "192.168.1.5", "10.0.0.1"}) EXPECT_FALSE(is_loopback_host(h)) << h;
+}
+
 }  // namespace

@@ -57,6 +57,7 @@ struct ServeOptions {
     int n_predict = 256;         // max_tokens when a request gives none; -1 = until the end or the context
     std::string alias;           // the model's name in the API (default: the file name without .gguf)
     bool probe = true;           // measure the ceilings at start when none are saved (as bench does)
+    std::string api_key;         // when set, every route but /health wants "Authorization: Bearer KEY"
     SamplerParams sp;            // defaults for requests' sampling fields
 };
 
@@ -420,7 +421,7 @@ void run_serve(ServeOptions& o) {
     const int pool = o.http_threads;
     http.new_task_queue = [pool] { return new httplib::ThreadPool(size_t(pool)); };
     http.set_keep_alive_timeout(5);  // also how long a new connection may take to send its request
-    http.set_payload_max_length(size_t(16) << 20);
+    http.set_payload_max_length(size_t(16) << 20);  // max_body below
     http.set_read_timeout(30);
     // httplib's default also sets SO_REUSEPORT, which would let a second server share the port
     // silently; SO_REUSEADDR alone still allows a quick restart. The socket is kept to raise the
@@ -432,6 +433,27 @@ void run_serve(ServeOptions& o) {
         listen_sock = sock;
     });
     http.set_write_timeout(30);
+
+    // Before any route reads a body: the API key, and a Content-Length that no body could match
+    // (httplib would wait for bytes that never come).
+    const size_t max_body = size_t(16) << 20;
+    http.set_pre_routing_handler([&o, max_body](const httplib::Request& req, httplib::Response& res) {
+        if (!o.api_key.empty() && req.path != "/health" &&
+            !serve::bearer_matches(req.get_header_value("Authorization"), o.api_key)) {
+            send_json(res, 401, serve::error_json("invalid or missing API key: send the header 'Authorization: Bearer KEY'",
+                                                  "authentication_error", 401));
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        if (req.has_header("Content-Length")) {
+            const std::string problem = serve::content_length_problem(req.get_header_value("Content-Length"), max_body);
+            if (!problem.empty()) {
+                    res.set_header("Connection", "close");
+                send_json(res, 400, serve::error_json(problem, "invalid_request_error", 400));
+                return httplib::Server::HandlerResponse::Handled;
+            }
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
 
     auto guarded = [](auto&& body) {
         return [body](const httplib::Request& req, httplib::Response& res) {
@@ -539,6 +561,9 @@ void run_serve(ServeOptions& o) {
                  S.file->path().c_str(), c.arch.c_str(), double(S.model.n_params()) / 1e6, S.n_ctx, o.max_batch,
                  o.kv_tokens > 0 ? o.kv_tokens : S.n_ctx * o.max_batch, o.kv_type.c_str(), threads);
     std::fprintf(stderr, "ridge: listening on http://%s:%d\n", o.host.c_str(), port);
+    if (o.api_key.empty() && !serve::is_loopback_host(o.host))
+        std::fprintf(stderr, "ridge: warning: listening beyond this machine (%s) with no API key: anyone who can reach "
+                             "the port can use the model; set --api-key or RIDGE_API_KEY\n", o.host.c_str());
     std::fflush(stderr);
     http.listen_after_bind();  // returns after http.stop(), once the handlers have finished
 
@@ -578,6 +603,9 @@ void register_serve(CLI::App& app) {
                     "max_tokens for requests that give none (-1: until the end of the reply or the context)")
         ->capture_default_str();
     cmd->add_option("--alias", o->alias, "the model's name in the API (default: the file name)");
+    cmd->add_option("--api-key", o->api_key,
+                    "require 'Authorization: Bearer KEY' on every route but /health (also from RIDGE_API_KEY)")
+        ->envname("RIDGE_API_KEY");
     cmd->add_flag("!--no-probe", o->probe, "do not measure the ceilings when none are saved (no % of bound then)");
     cmd->add_option("--temp", o->sp.temperature, "default temperature; 0 = greedy")->capture_default_str();
     cmd->add_option("--top-k", o->sp.top_k, "default top-k; 0 = off")->capture_default_str();

@@ -228,6 +228,28 @@ std::vector<PromptPiece> chatml_pieces(const std::vector<ChatMessage>& messages,
     return p;
 }
 
+bool bearer_matches(std::string_view header, std::string_view key) {
+    constexpr std::string_view kScheme = "Bearer ";
+    if (key.empty() || header.size() != kScheme.size() + key.size() || header.substr(0, kScheme.size()) != kScheme)
+        return false;
+    unsigned char diff = 0;  // every byte compared, so the time says nothing of where they differ
+    for (size_t i = 0; i < key.size(); i++) diff |= (unsigned char)(header[kScheme.size() + i] ^ key[i]);
+    return diff == 0;
+}
+
+std::string content_length_problem(std::string_view value, size_t max) {
+    if (value.empty() || value.size() > 20 || value.find_first_not_of("0123456789") != std::string_view::npos)
+        return "Content-Length '" + std::string(value.substr(0, 40)) + "' is not a byte count";
+    if (value.size() == 20 && value > "18446744073709551615") return "Content-Length " + std::string(value) + " is past any body";
+    const unsigned long long n = std::stoull(std::string(value));
+    if (n > max) return "Content-Length " + std::to_string(n) + " is past the largest body, " + std::to_string(max) + " bytes";
+    return {};
+}
+
+bool is_loopback_host(const std::string& host) {
+    return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 json error_json(const std::string& message, const std::string& type, int status) {
     return {{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}};
 }

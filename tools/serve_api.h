@@ -69,6 +69,14 @@ std::string chatml_prompt(const std::vector<ChatMessage>& messages, const std::s
 std::vector<PromptPiece> chatml_pieces(const std::vector<ChatMessage>& messages, const std::string& default_system,
                                        int32_t im_start, int32_t im_end);
 
+// Whether an Authorization header value is "Bearer KEY" for this key (compared in constant time).
+bool bearer_matches(std::string_view header, std::string_view key);
+// Why a Content-Length header value cannot be a body this server reads (not a plain decimal
+// number, or more than max bytes), for a 400 sent before any body is read; empty when it can.
+std::string content_length_problem(std::string_view value, size_t max);
+// Whether the server would listen on loopback only (127.0.0.0/8, ::1, localhost).
+bool is_loopback_host(const std::string& host);
+
 // {"error": {"message": ..., "type": ..., "code": status}}
 nlohmann::json error_json(const std::string& message, const std::string& type, int status);
 
