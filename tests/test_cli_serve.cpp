@@ -667,6 +667,40 @@ TEST(CliServe, AClientThatDisconnectsMidStreamFreesItsSequence) {
     EXPECT_EQ(s.stop(), 0) << s.err();
 }
 
+// A client that is not streaming and hangs up is noticed as a streaming one is (the spaces the server
+// writes while it waits fail) and cancelled: its KV blocks come back long before max_tokens.
+TEST(CliServe, AClientThatDisconnectsWithoutStreamingIsCancelledToo) {
+    REQUIRE_SMOL();
+    Server s({"-m", kSmol, "-c", "2100", "--max-batch", "2"});
+    ASSERT_TRUE(s.up());
+    const int max_tokens = 2000;  // many seconds of generation on any machine
+    {  // the request on a raw connection, closed after 1.5 s, its answer unread
+        const std::string body = json({{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"temperature", 0}}).dump();
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(uint16_t(s.port()));
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+        const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+        ASSERT_EQ(::write(fd, req.data(), req.size()), ssize_t(req.size()));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        ::close(fd);
+    }
+    const auto m = wait_metrics(s, 60, [](auto& m) {
+        return m["ridge_requests_running"] == 0 && m["ridge_requests_finished_total"] == 1 &&
+               m["ridge_kv_blocks_reserved"] == 0;
+    });
+    EXPECT_EQ(m.at("ridge_requests_running"), 0);
+    EXPECT_EQ(m.at("ridge_kv_blocks_reserved"), 0);
+    EXPECT_EQ(m.at("ridge_kv_blocks_used"), 0);
+    // Cancelled within a few steps of the hang-up, not run to the end (or to its EOS: the same prompt
+    // streamed to the end runs for more than max_tokens / 2, which the streamed test relies on).
+    EXPECT_LT(m.at("ridge_tokens_generated_total"), max_tokens / 2);
+    EXPECT_EQ(s.stop(), 0) << s.err();
+}
+
 // ---- shutdown and the command line ------------------------------------------------------------------
 
 TEST(CliServe, ShutsDownCleanlyOnSigtermAndSigintWhileServing) {

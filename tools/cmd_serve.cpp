@@ -244,19 +244,68 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
     for (int32_t t : P.ids) decoder->push(t);
 
     if (!P.req.stream) {
-        std::string text;
+        // A short request is answered as it finishes, with its own status. One still generating
+        // after a second is answered in chunks: its status (200) and headers first, then a space
+        // each second while it runs (JSON allows leading whitespace), then the body. A space that
+        // cannot be written means the client left: the request is cancelled and its KV blocks freed,
+        // as a stream's are.
+        auto text = std::make_shared<std::string>();
         std::vector<int32_t> got;
         bool done = false;
-        while (!done) {
+        const auto short_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        while (!done && std::chrono::steady_clock::now() < short_until) {
             done = ch->take(got, std::chrono::milliseconds(200));
-            for (int32_t t : got) text += decoder->push(t);
+            for (int32_t t : got) *text += decoder->push(t);
             if (!done && S.engine_failed) throw ApiError(500, "server_error", "the engine stopped");
         }
-        text += decoder->flush();
-        S.release(id);
-        if (ch->reason == FinishReason::Cancelled)
-            throw ApiError(503, "server_error", "the request was cancelled: the server is shutting down");
-        send_json(res, 200, serve::completion_response(info, text, ch->reason, n_prompt, ch->n_generated));
+        if (done) {
+            *text += decoder->flush();
+            S.release(id);
+            if (ch->reason == FinishReason::Cancelled)
+                throw ApiError(503, "server_error", "the request was cancelled: the server is shutting down");
+            send_json(res, 200, serve::completion_response(info, *text, ch->reason, n_prompt, ch->n_generated));
+            return;
+        }
+        struct WaitState {
+            bool finished = false;
+            std::chrono::steady_clock::time_point last_space = std::chrono::steady_clock::now();
+        };
+        auto ws = std::make_shared<WaitState>();
+        Server* sp = &S;
+        res.status = 200;
+        res.set_chunked_content_provider(
+            "application/json",
+            [sp, ch, ws, text, decoder, info, id, n_prompt](size_t, httplib::DataSink& sink) {
+                std::vector<int32_t> got;
+                const bool done = ch->take(got, std::chrono::milliseconds(200));
+                for (int32_t t : got) *text += decoder->push(t);
+                if (!done && !sp->engine_failed) {
+                    const auto now = std::chrono::steady_clock::now();
+                    if (now - ws->last_space < std::chrono::seconds(1)) return true;
+                    ws->last_space = now;
+                    return sink.write(" ", 1);  // false: the client left (the releaser cancels)
+                }
+                ws->finished = true;
+                sp->release(id);
+                std::string body;
+                if (!done)
+                    body = serve::dump(serve::error_json("the engine stopped", "server_error", 500));
+                else if (ch->reason == FinishReason::Cancelled)
+                    body = serve::dump(serve::error_json("the request was cancelled: the server is shutting down",
+                                                         "server_error", 503));
+                else
+                    body = serve::dump(serve::completion_response(info, *text + decoder->flush(), ch->reason, n_prompt,
+                                                                  ch->n_generated));
+                sink.write(body.data(), body.size());
+                sink.done();
+                return true;
+            },
+            [sp, ch, ws, id](bool) {
+                if (ws->finished) return;
+                ch->abandoned = true;
+                sp->sched->cancel(id);
+                sp->release(id);
+            });
         return;
     }
 
