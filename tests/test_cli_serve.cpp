@@ -528,6 +528,41 @@ TEST(CliServe, AnImpossibleContentLengthGetsA400AtOnce) {
     EXPECT_EQ(health->status, 200);
 }
 
+// /tokenize and /detokenize in llama.cpp's shapes: the ids `ridge tokenize` gives, and back.
+TEST(CliServe, TokenizeAndDetokenizeAsLlamaCppServesThem) {
+    REQUIRE_SMOL();
+    Server s({"-m", kSmol, "-c", "64", "--max-batch", "1"});
+    ASSERT_TRUE(s.up());
+    auto c = s.client();
+    const std::string text = "Hello world, <|im_end|> stays text";
+    const cli_test::RunResult tk = cli_test::ridge({"tokenize", "-m", kSmol, "-p", text, "--ids", "--no-bos"});
+    ASSERT_EQ(tk.rc, 0) << tk.err;
+    std::vector<int> want;
+    std::stringstream ss(tk.out);
+    for (int id; ss >> id;) want.push_back(id);
+    auto r = c->Post("/tokenize", json({{"content", text}}).dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json got = json::parse(r->body);
+    EXPECT_EQ(got["tokens"].get<std::vector<int>>(), want);
+    auto special = c->Post("/tokenize", json({{"content", "<|im_end|>"}, {"parse_special", true}}).dump(), "application/json");
+    ASSERT_TRUE(special);
+    EXPECT_EQ(json::parse(special->body)["tokens"], json::array({2}));
+
+    auto d = c->Post("/detokenize", json({{"tokens", want}}).dump(), "application/json");
+    ASSERT_TRUE(d);
+    ASSERT_EQ(d->status, 200) << d->body;
+    EXPECT_EQ(json::parse(d->body)["content"], text);
+    for (const char* bad : {R"({"tokens": [1, 99999999]})", R"({"tokens": "x"})", R"({})"}) {
+        auto b = c->Post("/detokenize", bad, "application/json");
+        ASSERT_TRUE(b);
+        EXPECT_EQ(b->status, 400) << bad;
+    }
+    auto b = c->Post("/tokenize", R"({"content": 5})", "application/json");
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->status, 400);
+}
+
 // Content is text: a chat message or a completion prompt that spells ChatML's markers is fed as those
 // characters (as `ridge tokenize` without --parse-special counts them), so it cannot open a turn of
 // its own; a completion that asks ("parse_special": true) gets the tokens.

@@ -53,6 +53,12 @@ TEST(ServeParse, CompletionTakesTheServerDefaultsAndTheBodysFields) {
     EXPECT_EQ(r.model, "x");
     EXPECT_FALSE(r.parse_special);  // special-token texts in a prompt are text unless asked
     EXPECT_TRUE(parse(R"({"prompt": "Hello", "parse_special": true})").parse_special);
+    // What OpenAI clients send by default, or to say "none", is taken.
+    for (const char* neutral : {R"("stop": null)", R"("stop": [])", R"("stop": "")", R"("tools": [])",
+                                R"("tool_choice": "none")", R"("response_format": {"type": "text"})", R"("echo": false)",
+                                R"("presence_penalty": 0)", R"("frequency_penalty": 0.0)", R"("logit_bias": {})",
+                                R"("best_of": 1)", R"("suffix": "")"})
+        EXPECT_NO_THROW(parse(std::string(R"({"prompt": "Hello", )") + neutral + "}")) << neutral;
     EXPECT_FALSE(r.max_tokens.has_value());
     EXPECT_FALSE(r.stream);
     EXPECT_FALSE(r.include_usage);
@@ -141,6 +147,18 @@ TEST(ServeParse, BadBodiesAreRefusedWith400NamingTheField) {
         {R"({"prompt": "x", "stream_options": {"include_usage": 1}})", "include_usage' must be a boolean"},
         {R"({"prompt": "x", "n": 2})", "'n' is 2"},
         {R"({"prompt": "x", "stop": ["\n"]})", "'stop'"},
+        {R"({"prompt": "x", "stop": "END"})", "'stop'"},
+        {R"({"prompt": "x", "tools": [{"type": "function"}]})", "'tools' is not supported"},
+        {R"({"prompt": "x", "tool_choice": "auto"})", "'tool_choice'"},
+        {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "'response_format'"},
+        {R"({"prompt": "x", "grammar": "root ::= x"})", "'grammar'"},
+        {R"({"prompt": "x", "echo": true})", "'echo' is not supported"},
+        {R"({"prompt": "x", "echo": 1})", "'echo' must be a boolean"},
+        {R"({"prompt": "x", "presence_penalty": 0.5})", "'presence_penalty' is not supported"},
+        {R"({"prompt": "x", "frequency_penalty": -1})", "'frequency_penalty' is not supported"},
+        {R"({"prompt": "x", "logit_bias": {"15": 2}})", "'logit_bias'"},
+        {R"({"prompt": "x", "best_of": 3})", "'best_of'"},
+        {R"({"prompt": "x", "suffix": "y"})", "'suffix'"},
         {R"({"prompt": "x", "logprobs": 5})", "'logprobs'"},
         {"{\"prompt\": \"\xff\xfe\"}", "not valid JSON"},  // invalid UTF-8 inside a string
     };
@@ -349,6 +367,18 @@ TEST(ServeParse, BearerKeysContentLengthsAndLoopbackHosts) {
 
     for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "localhost"}) EXPECT_TRUE(is_loopback_host(h)) << h;
     for (const char* h : {"0.0.0.0", "::", "192.168.1.5", "10.0.0.1"}) EXPECT_FALSE(is_loopback_host(h)) << h;
+}
+
+TEST(ServeParse, TokenizeAndDetokenizeBodies) {
+    const TokenizeRequest t = parse_tokenize_request(R"({"content": "hi", "add_special": true})");
+    EXPECT_EQ(t.content, "hi");
+    EXPECT_TRUE(t.add_special);
+    EXPECT_FALSE(t.parse_special);
+    EXPECT_EQ(parse_detokenize_request(R"({"tokens": [0, 5, 9]})", 10), (std::vector<int32_t>{0, 5, 9}));
+    for (const char* b : {R"({"content": 1})", "{}", "[]", R"({"content": "x", "add_special": "yes"})"})
+        EXPECT_THROW(parse_tokenize_request(b), ApiError) << b;
+    for (const char* b : {R"({"tokens": [10]})", R"({"tokens": [-1]})", R"({"tokens": [1.5]})", R"({"tokens": {}})", "{}"})
+        EXPECT_THROW(parse_detokenize_request(b, 10), ApiError) << b;
 }
 
 }  // namespace

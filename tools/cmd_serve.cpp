@@ -519,6 +519,23 @@ void run_serve(ServeOptions& o) {
     http.Post("/v1/chat/completions", guarded([&S](const httplib::Request& req, httplib::Response& res) {
                   handle_completion(S, req, res, /*chat=*/true);
               }));
+    http.Post("/tokenize", guarded([&S](const httplib::Request& req, httplib::Response& res) {
+                  const serve::TokenizeRequest t = serve::parse_tokenize_request(req.body);
+                  std::vector<int32_t> ids;
+                  try {
+                      ids = S.tok->encode(t.content, t.add_special && S.tok->add_bos_default(), t.parse_special);
+                  } catch (const Error& e) {
+                      throw ApiError(400, "invalid_request_error", std::string("content: ") + e.what());
+                  }
+                  send_json(res, 200, {{"tokens", ids}});
+              }));
+    http.Post("/detokenize", guarded([&S](const httplib::Request& req, httplib::Response& res) {
+                  const std::vector<int32_t> ids = serve::parse_detokenize_request(req.body, S.tok->n_vocab());
+                  StreamDecoder d(*S.tok);
+                  std::string text;
+                  for (int32_t id : ids) text += d.push(id);
+                  send_json(res, 200, {{"content", text + d.flush()}});
+              }));
     http.Get("/v1/models", [&S](const httplib::Request&, httplib::Response& res) {
         send_json(res, 200, serve::models_json(S.model_name, S.started, S.n_ctx));
     });

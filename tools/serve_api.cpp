@@ -180,7 +180,33 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
         const int64_t n = integer_field(*v, "n");
         if (n != 1) bad("'n' is " + std::to_string(n) + ": only one choice per request is supported");
     }
-    if (field(j, "stop")) bad("'stop' sequences are not supported");
+    // "stop": null, "" and [] mean none; stop sequences themselves are not implemented, and a field
+    // that would change what the answer means is refused, never ignored.
+    if (const json* v = field(j, "stop")) {
+        const bool none = (v->is_string() && v->get<std::string>().empty()) || (v->is_array() && v->empty());
+        if (!none) bad("'stop' sequences are not supported");
+    }
+    for (const char* name : {"tools", "functions", "grammar", "json_schema", "logit_bias"}) {
+        const json* v = field(j, name);
+        if (v && !((v->is_array() || v->is_object()) && v->empty()))
+            bad("'" + std::string(name) + "' is not supported");
+    }
+    if (const json* v = field(j, "tool_choice"))
+        if (!(v->is_string() && v->get<std::string>() == "none")) bad("'tool_choice' is not supported");
+    if (const json* v = field(j, "response_format")) {
+        const json* type = v->is_object() ? field(*v, "type") : nullptr;
+        if (!(type && type->is_string() && type->get<std::string>() == "text"))
+            bad("'response_format' other than {\"type\": \"text\"} is not supported");
+    }
+    if (const json* v = field(j, "echo"))
+        if (bool_field(*v, "echo")) bad("'echo' is not supported");
+    if (const json* v = field(j, "suffix"))
+        if (!(v->is_string() && v->get<std::string>().empty())) bad("'suffix' is not supported");
+    for (const char* name : {"presence_penalty", "frequency_penalty"})
+        if (const json* v = field(j, name))
+            if (number_field(*v, name) != 0.0) bad("'" + std::string(name) + "' is not supported (repeat_penalty is)");
+    if (const json* v = field(j, "best_of"))
+        if (integer_field(*v, "best_of") != 1) bad("'best_of' is not supported");
     if (const json* v = field(j, "logprobs")) {
         if (!(v->is_boolean() && !v->get<bool>())) bad("'logprobs' are not supported");
     }
@@ -190,6 +216,43 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
         bad(e.what());
     }
     return r;
+}
+
+namespace {
+json parse_object(std::string_view body) {
+    const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) bad("the request body is not valid JSON");
+    if (!j.is_object()) bad("the request body must be a JSON object, not " + type_of(j));
+    return j;
+}
+}  // namespace
+
+TokenizeRequest parse_tokenize_request(std::string_view body) {
+    const json j = parse_object(body);
+    TokenizeRequest r;
+    const json* c = field(j, "content");
+    if (!c) bad("'content' is required");
+    if (!c->is_string()) bad("'content' must be a string, not " + type_of(*c));
+    r.content = c->get<std::string>();
+    if (const json* v = field(j, "add_special")) r.add_special = bool_field(*v, "add_special");
+    if (const json* v = field(j, "parse_special")) r.parse_special = bool_field(*v, "parse_special");
+    return r;
+}
+
+std::vector<int32_t> parse_detokenize_request(std::string_view body, int n_vocab) {
+    const json j = parse_object(body);
+    const json* t = field(j, "tokens");
+    if (!t) bad("'tokens' is required");
+    if (!t->is_array()) bad("'tokens' must be an array, not " + type_of(*t));
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < t->size(); i++) {
+        const std::string name = "tokens[" + std::to_string(i) + "]";
+        const int64_t id = integer_field((*t)[i], name.c_str());
+        if (id < 0 || id >= n_vocab)
+            bad("'" + name + "' is " + std::to_string(id) + ": outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+        ids.push_back(int32_t(id));
+    }
+    return ids;
 }
 
 std::string default_system_message(const std::string& tmpl) {

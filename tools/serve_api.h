@@ -55,6 +55,18 @@ struct CompletionRequest {
 CompletionRequest parse_completion_request(std::string_view body, bool chat, const SamplerParams& defaults,
                                            uint64_t seed);
 
+// POST /tokenize (llama.cpp's shape): {"content": TEXT, "add_special": false, "parse_special": false}
+// -> {"tokens": [ids]}; POST /detokenize: {"tokens": [ids]} -> {"content": TEXT}. ApiError 400 for
+// a bad body.
+struct TokenizeRequest {
+    std::string content;
+    bool add_special = false;    // BOS, where the vocabulary adds it
+    bool parse_special = false;  // special-token texts become their tokens
+};
+TokenizeRequest parse_tokenize_request(std::string_view body);
+// The ids, each checked against n_vocab.
+std::vector<int32_t> parse_detokenize_request(std::string_view body, int n_vocab);
+
 // The system message a ChatML chat template inserts when the conversation has none (SmolLM2's:
 // "{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n...<|im_end|>"),
 // or "" when the template has no such branch. (`ridge chat` reads the template the same way.)
