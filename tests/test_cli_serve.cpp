@@ -508,7 +508,34 @@ TEST(CliServe, AnApiKeyGuardsEveryRouteButHealth) {
         auto p = c->Post("/v1/completions", good, body, "application/json");
         ASSERT_TRUE(p);
         EXPECT_EQ(p->status, 200) << p->body;
+        // One log line a request: the completion with its tokens, the refusals with their status.
+        const std::string err = s.err();
+        EXPECT_NE(err.find("ridge: POST /v1/completions 200 prompt "), std::string::npos) << err;
+        EXPECT_NE(err.find("ridge: GET /v1/models 401"), std::string::npos) << err;
     }
+}
+
+// --cors-origin: every answer names the origin, and a browser's preflight is answered (without a key).
+TEST(CliServe, CorsOriginAnswersPreflightsAndLabelsAnswers) {
+    REQUIRE_SMOL();
+    Server s({"-m", kSmol, "-c", "64", "--max-batch", "1", "--cors-origin", "https://app.example", "--api-key", "k"});
+    ASSERT_TRUE(s.up());
+    auto c = s.client();
+    auto pre = c->Options("/v1/chat/completions", {{"Origin", "https://app.example"},
+                                                   {"Access-Control-Request-Method", "POST"}});
+    ASSERT_TRUE(pre);
+    EXPECT_EQ(pre->status, 204);
+    EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+    EXPECT_NE(pre->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+    auto m = c->Get("/v1/models", {{"Authorization", "Bearer k"}});
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->status, 200);
+    EXPECT_EQ(m->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+    Server plain({"-m", kSmol, "-c", "64", "--max-batch", "1"});
+    ASSERT_TRUE(plain.up());
+    auto h = plain.client()->Get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_FALSE(h->has_header("Access-Control-Allow-Origin"));
 }
 
 // A Content-Length no body can have (negative, not a number, past any integer or the 16 MiB limit)

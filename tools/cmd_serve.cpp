@@ -58,6 +58,7 @@ struct ServeOptions {
     std::string alias;           // the model's name in the API (default: the file name without .gguf)
     bool probe = true;           // measure the ceilings at start when none are saved (as bench does)
     std::string api_key;         // when set, every route but /health wants "Authorization: Bearer KEY"
+    std::string cors_origin;     // when set, browsers from this origin ("*": any) may call the API
     SamplerParams sp;            // defaults for requests' sampling fields
 };
 
@@ -227,7 +228,18 @@ RequestCallbacks callbacks_for(const std::shared_ptr<Channel>& ch) {
 }
 
 // POST /v1/completions and /v1/chat/completions.
+// One line on stderr for each request: a completion logs itself when it ends (with its tokens and
+// time), httplib's logger every other request and every refused one.
+void log_request(const std::string& method, const std::string& path, int status, int prompt, int generated,
+                 std::chrono::steady_clock::time_point start) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "ridge: %s %s %d prompt %d generated %d tokens %.0f ms\n", method.c_str(), path.c_str(), status,
+                 prompt, generated, ms);
+}
+
 void handle_completion(Server& S, const httplib::Request& http_req, httplib::Response& res, bool chat) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string path = http_req.path;
     Prepared P = prepare(S, http_req.body, chat);
     const serve::ResponseInfo info = response_info(S, chat);
     auto ch = std::make_shared<Channel>();
@@ -264,6 +276,7 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
             if (ch->reason == FinishReason::Cancelled)
                 throw ApiError(503, "server_error", "the request was cancelled: the server is shutting down");
             send_json(res, 200, serve::completion_response(info, *text, ch->reason, n_prompt, ch->n_generated));
+            log_request("POST", path, 200, n_prompt, ch->n_generated, start);
             return;
         }
         struct WaitState {
@@ -275,7 +288,7 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
         res.status = 200;
         res.set_chunked_content_provider(
             "application/json",
-            [sp, ch, ws, text, decoder, info, id, n_prompt](size_t, httplib::DataSink& sink) {
+            [sp, ch, ws, text, decoder, info, id, n_prompt, path, start](size_t, httplib::DataSink& sink) {
                 std::vector<int32_t> got;
                 const bool done = ch->take(got, std::chrono::milliseconds(200));
                 for (int32_t t : got) *text += decoder->push(t);
@@ -298,13 +311,15 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
                                                                   ch->n_generated));
                 sink.write(body.data(), body.size());
                 sink.done();
+                log_request("POST", path, 200, n_prompt, ch->n_generated, start);
                 return true;
             },
-            [sp, ch, ws, id](bool) {
+            [sp, ch, ws, id, path, n_prompt, start](bool) {
                 if (ws->finished) return;
                 ch->abandoned = true;
                 sp->sched->cancel(id);
                 sp->release(id);
+                log_request("POST", path + " (client left)", 200, n_prompt, ch->n_generated, start);
             });
         return;
     }
@@ -322,7 +337,7 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [sp, ch, st, decoder, info, id, n_prompt, include_usage](size_t, httplib::DataSink& sink) {
+        [sp, ch, st, decoder, info, id, n_prompt, include_usage, path, start](size_t, httplib::DataSink& sink) {
             auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
             if (st->first && info.chat) {
                 st->first = false;
@@ -348,15 +363,17 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
             }
             write(std::string(serve::kSseDone));
             sink.done();
+            log_request("POST", path + " (stream)", 200, n_prompt, ch->n_generated, start);
             return true;
         },
         // Called when the response ends, written or not: a stream that did not finish (the client
         // disconnected, or the server is stopping) frees its sequence now.
-        [sp, ch, st, id](bool) {
+        [sp, ch, st, id, path, n_prompt, start](bool) {
             if (st->finished) return;
             ch->abandoned = true;
             sp->sched->cancel(id);
             sp->release(id);
+            log_request("POST", path + " (stream, client left)", 200, n_prompt, ch->n_generated, start);
         });
 }
 
@@ -487,6 +504,15 @@ void run_serve(ServeOptions& o) {
     // (httplib would wait for bytes that never come).
     const size_t max_body = size_t(16) << 20;
     http.set_pre_routing_handler([&o, max_body](const httplib::Request& req, httplib::Response& res) {
+        if (!o.cors_origin.empty()) {  // on every answer; a preflight is answered here, before the key
+            res.set_header("Access-Control-Allow-Origin", o.cors_origin);
+            res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+            res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+            if (req.method == "OPTIONS") {
+                res.status = 204;
+                return httplib::Server::HandlerResponse::Handled;
+            }
+        }
         if (!o.api_key.empty() && req.path != "/health" &&
             !serve::bearer_matches(req.get_header_value("Authorization"), o.api_key)) {
             send_json(res, 401, serve::error_json("invalid or missing API key: send the header 'Authorization: Bearer KEY'",
@@ -548,6 +574,12 @@ void run_serve(ServeOptions& o) {
         send_json(res, 200, {{"status", "ok"}, {"requests_running", st.running}, {"requests_waiting", st.waiting}});
     });
     http.Get("/metrics", [&S](const httplib::Request&, httplib::Response& res) { handle_metrics(S, res); });
+    // One line per request (a completion that was answered logs itself, with its tokens and time).
+    http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+        const bool completion = req.path == "/v1/completions" || req.path == "/v1/chat/completions";
+        if (completion && res.status == 200) return;
+        std::fprintf(stderr, "ridge: %s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
+    });
     // Every error status gets a JSON body: unknown routes (404), methods, httplib's own refusals.
     http.set_error_handler(httplib::Server::HandlerWithResponse([&S](const httplib::Request& req, httplib::Response& res) {
         S.http_errors++;
@@ -672,6 +704,8 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--api-key", o->api_key,
                     "require 'Authorization: Bearer KEY' on every route but /health (also from RIDGE_API_KEY)")
         ->envname("RIDGE_API_KEY");
+    cmd->add_option("--cors-origin", o->cors_origin,
+                    "let browser pages from this origin call the API (\"*\": any); answers preflight requests");
     cmd->add_flag("!--no-probe", o->probe, "do not measure the ceilings when none are saved (no % of bound then)");
     cmd->add_option("--temp", o->sp.temperature, "default temperature; 0 = greedy")->capture_default_str();
     cmd->add_option("--top-k", o->sp.top_k, "default top-k; 0 = off")->capture_default_str();
