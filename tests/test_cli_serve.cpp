@@ -768,7 +768,7 @@ TEST(CliServe, AClientThatDisconnectsWithoutStreamingIsCancelledToo) {
 TEST(CliServe, ShutsDownCleanlyOnSigtermAndSigintWhileServing) {
     REQUIRE_SMOL();
     for (int sig : {SIGTERM, SIGINT}) {
-        Server s({"-m", kSmol, "-c", "512", "--max-batch", "2"});
+        Server s({"-m", kSmol, "-c", "512", "--max-batch", "2", "--shutdown-grace", "0"});  // cancel at once
         ASSERT_TRUE(s.up());
         std::atomic<int> finished{0};
         std::vector<std::thread> clients;
@@ -785,6 +785,31 @@ TEST(CliServe, ShutsDownCleanlyOnSigtermAndSigintWhileServing) {
         EXPECT_NE(err.find(sig == SIGTERM ? "SIGTERM: shutting down" : "SIGINT: shutting down"), std::string::npos)
             << err;
     }
+}
+
+// SIGTERM with --shutdown-grace: requests already running finish as they would have (a stream to
+// its [DONE], with no error event), then the server exits 0.
+TEST(CliServe, OpenRequestsFinishWithinTheShutdownGrace) {
+    REQUIRE_SMOL();
+    Server s({"-m", kSmol, "-c", "512", "--max-batch", "2", "--shutdown-grace", "120"});
+    ASSERT_TRUE(s.up());
+    const int n = 200;  // still running when the signal comes
+    Answer plain, streamed;
+    std::thread a([&] { plain = post(s, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", n}, {"temperature", 0}}); });
+    std::thread b([&] {
+        streamed = post(s, "/v1/completions",
+                        {{"prompt", "Once upon a time"}, {"max_tokens", n}, {"temperature", 0}, {"stream", true}});
+    });
+    wait_metrics(s, 60, [](auto& m) { return m["ridge_tokens_generated_total"] >= 2; });
+    EXPECT_EQ(s.stop(SIGTERM), 0) << s.err();
+    a.join(), b.join();
+    EXPECT_EQ(plain.status, 200) << plain.body;
+    EXPECT_EQ(plain.completion_tokens, n);
+    EXPECT_EQ(streamed.status, 200);
+    EXPECT_TRUE(streamed.done);
+    EXPECT_EQ(streamed.completion_tokens, -1);  // no usage asked for
+    for (const json& c : streamed.chunks) EXPECT_FALSE(c.contains("error")) << c.dump();
+    EXPECT_EQ(streamed.text, plain.text);  // the same greedy text, to the end
 }
 
 TEST(CliServe, BadCommandLinesGiveOneLineErrors) {

@@ -59,6 +59,7 @@ struct ServeOptions {
     bool probe = true;           // measure the ceilings at start when none are saved (as bench does)
     std::string api_key;         // when set, every route but /health wants "Authorization: Bearer KEY"
     std::string cors_origin;     // when set, browsers from this origin ("*": any) may call the API
+    double shutdown_grace = 5;   // seconds open requests get to finish after SIGINT/SIGTERM
     SamplerParams sp;            // defaults for requests' sampling fields
 };
 
@@ -124,6 +125,15 @@ struct Server {
     void release(int64_t id) {
         std::lock_guard lk(active_mu);
         active.erase(id);
+    }
+    // Refuses new requests (503); open ones go on.
+    void stop_admitting() {
+        std::lock_guard lk(active_mu);
+        shutting_down = true;
+    }
+    bool idle() {
+        std::lock_guard lk(active_mu);
+        return active.empty();
     }
     // Cancels every open request and refuses new ones.
     void begin_shutdown() {
@@ -646,7 +656,18 @@ void run_serve(ServeOptions& o) {
         while (!quit) {
             const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
             if (sig == SIGINT || sig == SIGTERM) {
-                std::fprintf(stderr, "ridge: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+                // No new requests; the open ones get the grace period to finish (a second signal
+                // ends it), then whatever is left is cancelled: a stream gets an error event and
+                // [DONE], never a cut mid-event.
+                std::fprintf(stderr, "ridge: %s: shutting down (open requests get %.0f s to finish)\n",
+                             sig == SIGINT ? "SIGINT" : "SIGTERM", S.opt.shutdown_grace);
+                S.stop_admitting();
+                const auto until = std::chrono::steady_clock::now() +
+                                   std::chrono::duration<double>(std::max(0.0, S.opt.shutdown_grace));
+                while (!S.idle() && std::chrono::steady_clock::now() < until) {
+                    const int again = sigtimedwait(&stop_signals, nullptr, &tick);
+                    if (again == SIGINT || again == SIGTERM) break;
+                }
                 S.begin_shutdown();
                 http.stop();
                 return;
@@ -704,6 +725,10 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--api-key", o->api_key,
                     "require 'Authorization: Bearer KEY' on every route but /health (also from RIDGE_API_KEY)")
         ->envname("RIDGE_API_KEY");
+    cmd->add_option("--shutdown-grace", o->shutdown_grace,
+                    "seconds open requests get to finish after SIGINT/SIGTERM (a second signal ends it)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 3600.0));
     cmd->add_option("--cors-origin", o->cors_origin,
                     "let browser pages from this origin call the API (\"*\": any); answers preflight requests");
     cmd->add_flag("!--no-probe", o->probe, "do not measure the ceilings when none are saved (no % of bound then)");
