@@ -2,8 +2,8 @@
 """`ridge serve` driven by the official `openai` Python package, as a user's program would drive it.
 
 Starts the server (loopback, any free port, an API key), then with openai.OpenAI: chat and
-completions, streamed and not, at temperature 0 (the streamed text must be the whole text); the
-forms clients send to mean "no stop" accepted and a stop sequence refused with a 400 naming it;
+completions, streamed and not, at temperature 0 (the streamed text must be the whole text); stop=[]
+taken as none, a stop sequence ending the answer before it, five refused with a 400 naming 'stop';
 a wrong key refused with a 401. Exits 0 when every check holds, 1 on the first that does not.
 Without the package it prints why and exits 77 (CTest's skip), unless RIDGE_REQUIRE_OPENAI=1 (CI,
 which installs it), where that is a failure.
@@ -75,13 +75,19 @@ def main():
             model="any", prompt="The capital of France is", max_tokens=8, temperature=0, stream=True) if c.choices)
         check(streamed == done.choices[0].text, "completion streamed gives the same text")
 
-        empty_stop = client.completions.create(model="any", prompt="Hi", max_tokens=2, temperature=0, stop=[])
-        check(empty_stop.choices[0].text is not None, "stop=[] means no stop sequence")
+        empty_stop = client.completions.create(model="any", prompt="The capital of France is", max_tokens=8,
+                                               temperature=0, stop=[])
+        check(empty_stop.choices[0].text == done.choices[0].text, "stop=[] means no stop sequence")
+        cut = done.choices[0].text[3:6]
+        stopped = client.completions.create(model="any", prompt="The capital of France is", max_tokens=8,
+                                            temperature=0, stop=[cut])
+        check(stopped.choices[0].text == done.choices[0].text.split(cut)[0] and
+              stopped.choices[0].finish_reason == "stop", "a stop sequence ends the answer before it")
         try:
-            client.completions.create(model="any", prompt="Hi", max_tokens=2, stop=["\n"])
-            check(False, "a stop sequence is refused")
+            client.completions.create(model="any", prompt="Hi", max_tokens=2, stop=["a", "b", "c", "d", "e"])
+            check(False, "five stop sequences are refused")
         except openai.BadRequestError as e:
-            check("stop" in str(e), "a stop sequence is refused with a 400 naming 'stop'")
+            check("stop" in str(e), "five stop sequences are refused with a 400 naming 'stop'")
 
         bad = openai.OpenAI(base_url=base, api_key="wrong-key", max_retries=0, timeout=60)
         try:

@@ -590,6 +590,39 @@ TEST(CliServe, TokenizeAndDetokenizeAsLlamaCppServesThem) {
     EXPECT_EQ(b->status, 400);
 }
 
+// "stop": the answer ends just before the first stop string, whole or streamed, with finish_reason
+// "stop", and generation stops there (fewer tokens than max_tokens).
+TEST(CliServe, StopSequencesEndTheAnswerBeforeThem) {
+    REQUIRE_SMOL();
+    Server s({"-m", kSmol, "-c", "256", "--max-batch", "2"});
+    ASSERT_TRUE(s.up());
+    const std::string prompt = "The three most useful things to know about the moon are";
+    const int n = 24;
+    const Answer full = post(s, "/v1/completions", {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}});
+    ASSERT_EQ(full.status, 200) << full.body;
+    ASSERT_GE(full.text.size(), 20u) << full.text;
+    const std::string stop = full.text.substr(10, 4);  // a piece of the middle of the greedy answer
+    const std::string want = full.text.substr(0, full.text.find(stop));
+    for (bool stream : {false, true}) {
+        SCOPED_TRACE(stream ? "streamed" : "whole");
+        json body = {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}, {"stream", stream},
+                     {"stop", {"never-in-the-text", stop}}};
+        if (stream) body["stream_options"] = {{"include_usage", true}};
+        const Answer a = post(s, "/v1/completions", body);
+        ASSERT_EQ(a.status, 200) << a.body;
+        EXPECT_EQ(a.text, want);
+        EXPECT_EQ(a.finish_reason, "stop");
+        EXPECT_LT(a.completion_tokens, n);
+        for (const json& c : a.chunks) {
+            if (c.contains("choices") && !c["choices"].empty()) {
+                EXPECT_EQ(c["choices"][0]["text"].get<std::string>().find(stop), std::string::npos) << c.dump();
+            }
+        }
+    }
+    const auto m = wait_metrics(s, 30, [](auto& m) { return m["ridge_requests_running"] == 0 && m["ridge_kv_blocks_used"] == 0; });
+    EXPECT_EQ(m.at("ridge_kv_blocks_used"), 0);
+}
+
 // Content is text: a chat message or a completion prompt that spells ChatML's markers is fed as those
 // characters (as `ridge tokenize` without --parse-special counts them), so it cannot open a turn of
 // its own; a completion that asks ("parse_special": true) gets the tokens.

@@ -53,6 +53,9 @@ TEST(ServeParse, CompletionTakesTheServerDefaultsAndTheBodysFields) {
     EXPECT_EQ(r.model, "x");
     EXPECT_FALSE(r.parse_special);  // special-token texts in a prompt are text unless asked
     EXPECT_TRUE(parse(R"({"prompt": "Hello", "parse_special": true})").parse_special);
+    EXPECT_EQ(parse(R"({"prompt": "Hello", "stop": "END"})").stop, std::vector<std::string>{"END"});
+    EXPECT_EQ(parse(R"({"prompt": "Hello", "stop": ["\n\n", "User:"]})").stop,
+              (std::vector<std::string>{"\n\n", "User:"}));
     // What OpenAI clients send by default, or to say "none", is taken.
     for (const char* neutral : {R"("stop": null)", R"("stop": [])", R"("stop": "")", R"("tools": [])",
                                 R"("tool_choice": "none")", R"("response_format": {"type": "text"})", R"("echo": false)",
@@ -146,8 +149,10 @@ TEST(ServeParse, BadBodiesAreRefusedWith400NamingTheField) {
         {R"({"prompt": "x", "stream_options": true})", "'stream_options' must be an object"},
         {R"({"prompt": "x", "stream_options": {"include_usage": 1}})", "include_usage' must be a boolean"},
         {R"({"prompt": "x", "n": 2})", "'n' is 2"},
-        {R"({"prompt": "x", "stop": ["\n"]})", "'stop'"},
-        {R"({"prompt": "x", "stop": "END"})", "'stop'"},
+        {R"({"prompt": "x", "stop": [1]})", "'stop[0]' must be a non-empty string"},
+        {R"({"prompt": "x", "stop": ["a", ""]})", "'stop[1]' must be a non-empty string"},
+        {R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", "at most 4"},
+        {R"({"prompt": "x", "stop": 5})", "'stop' must be a string or an array"},
         {R"({"prompt": "x", "tools": [{"type": "function"}]})", "'tools' is not supported"},
         {R"({"prompt": "x", "tool_choice": "auto"})", "'tool_choice'"},
         {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "'response_format'"},
@@ -379,6 +384,32 @@ TEST(ServeParse, TokenizeAndDetokenizeBodies) {
         EXPECT_THROW(parse_tokenize_request(b), ApiError) << b;
     for (const char* b : {R"({"tokens": [10]})", R"({"tokens": [-1]})", R"({"tokens": [1.5]})", R"({"tokens": {}})", "{}"})
         EXPECT_THROW(parse_detokenize_request(b, 10), ApiError) << b;
+}
+
+TEST(ServeParse, StopMatcherNeverLetsAStopStringOut) {
+    StopMatcher m({"User:", "\n\n"});
+    EXPECT_EQ(m.push("Hello"), "Hello");
+    EXPECT_EQ(m.push(" Us"), " ");  // "Us" could begin "User:": held back
+    EXPECT_EQ(m.push("ual"), "Usual");  // it did not
+    EXPECT_EQ(m.push(" end\n"), " end");  // "\n" could begin "\n\n"
+    EXPECT_FALSE(m.stopped());
+    EXPECT_EQ(m.push("\nmore"), "");  // the stop string: nothing of it, nothing after it
+    EXPECT_TRUE(m.stopped());
+    EXPECT_EQ(m.push("later"), "");
+    EXPECT_EQ(m.flush(), "");
+
+    StopMatcher earliest({"c", "ab"});  // the first in the text wins, whichever is listed first
+    EXPECT_EQ(earliest.push("xabc"), "x");
+    StopMatcher split({"STOP"});
+    std::string shown;
+    for (const char* piece : {"a S", "T", "O", "P b"}) shown += split.push(piece);
+    EXPECT_EQ(shown, "a ");
+    EXPECT_TRUE(split.stopped());
+    StopMatcher none({"zz"});
+    EXPECT_EQ(none.push("abz"), "ab");
+    EXPECT_EQ(none.flush(), "z");  // the end of the answer: the held tail is text after all
+    StopMatcher empty({});
+    EXPECT_EQ(empty.push("any text"), "any text");
 }
 
 }  // namespace

@@ -247,6 +247,35 @@ void log_request(const std::string& method, const std::string& path, int status,
                  prompt, generated, ms);
 }
 
+// A request's answer as text: ids decoded (the prompt first, so the first piece gets the right
+// leading space), then the stop sequences applied. Once a stop string is found, the request is
+// cancelled (its KV blocks freed) and the answer ends there with finish_reason "stop".
+struct AnswerText {
+    StreamDecoder decoder;
+    serve::StopMatcher stop;
+    int tokens = 0;  // generated tokens taken (up to and including the one that completed a stop)
+    AnswerText(const Tokenizer& tok, const std::vector<int32_t>& prompt, std::vector<std::string> stops)
+        : decoder(tok), stop(std::move(stops)) {
+        for (int32_t t : prompt) decoder.push(t);
+    }
+    std::string push(const std::vector<int32_t>& got) {
+        std::string out;
+        for (int32_t t : got) {
+            if (stop.stopped()) break;
+            tokens++;
+            out += stop.push(decoder.push(t));
+        }
+        return out;
+    }
+    std::string finish() { return stop.stopped() ? std::string() : stop.push(decoder.flush()) + stop.flush(); }
+};
+
+// Ends a request whose answer reached a stop string: its tokens stop coming, its KV blocks go back.
+void end_at_stop(Server& S, Channel& ch, int64_t id) {
+    ch.abandoned = true;
+    S.sched->cancel(id);
+}
+
 void handle_completion(Server& S, const httplib::Request& http_req, httplib::Response& res, bool chat) {
     const auto start = std::chrono::steady_clock::now();
     const std::string path = http_req.path;
@@ -260,10 +289,7 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
     const int n_prompt = int(P.ids.size());
     const int64_t id = S.submit(std::move(params), callbacks_for(ch));
     S.http_requests++;
-
-    // The decoder sees the prompt first, so the first piece gets the right leading space.
-    auto decoder = std::make_shared<StreamDecoder>(*S.tok);
-    for (int32_t t : P.ids) decoder->push(t);
+    auto out = std::make_shared<AnswerText>(*S.tok, P.ids, P.req.stop);
 
     if (!P.req.stream) {
         // A short request is answered as it finishes, with its own status. One still generating
@@ -272,21 +298,33 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
         // cannot be written means the client left: the request is cancelled and its KV blocks freed,
         // as a stream's are.
         auto text = std::make_shared<std::string>();
+        // The whole answer once the request is done or stopped: (body, status).
+        auto answer = [out, ch, text, info, n_prompt]() -> std::pair<json, int> {
+            if (out->stop.stopped())
+                return {serve::completion_response(info, *text, FinishReason::Stop, n_prompt, out->tokens), 200};
+            if (ch->reason == FinishReason::Cancelled)
+                return {serve::error_json("the request was cancelled: the server is shutting down", "server_error", 503),
+                        503};
+            *text += out->finish();
+            return {serve::completion_response(info, *text, ch->reason, n_prompt, ch->n_generated), 200};
+        };
         std::vector<int32_t> got;
         bool done = false;
         const auto short_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
         while (!done && std::chrono::steady_clock::now() < short_until) {
             done = ch->take(got, std::chrono::milliseconds(200));
-            for (int32_t t : got) *text += decoder->push(t);
+            *text += out->push(got);
+            if (out->stop.stopped()) {
+                end_at_stop(S, *ch, id);
+                done = true;
+            }
             if (!done && S.engine_failed) throw ApiError(500, "server_error", "the engine stopped");
         }
         if (done) {
-            *text += decoder->flush();
             S.release(id);
-            if (ch->reason == FinishReason::Cancelled)
-                throw ApiError(503, "server_error", "the request was cancelled: the server is shutting down");
-            send_json(res, 200, serve::completion_response(info, *text, ch->reason, n_prompt, ch->n_generated));
-            log_request("POST", path, 200, n_prompt, ch->n_generated, start);
+            const auto [body, status] = answer();
+            send_json(res, status, body);
+            log_request("POST", path, status, n_prompt, out->tokens, start);
             return;
         }
         struct WaitState {
@@ -298,10 +336,14 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
         res.status = 200;
         res.set_chunked_content_provider(
             "application/json",
-            [sp, ch, ws, text, decoder, info, id, n_prompt, path, start](size_t, httplib::DataSink& sink) {
+            [sp, ch, ws, text, out, answer, id, n_prompt, path, start](size_t, httplib::DataSink& sink) {
                 std::vector<int32_t> got;
-                const bool done = ch->take(got, std::chrono::milliseconds(200));
-                for (int32_t t : got) *text += decoder->push(t);
+                bool done = ch->take(got, std::chrono::milliseconds(200));
+                *text += out->push(got);
+                if (out->stop.stopped() && !done) {
+                    end_at_stop(*sp, *ch, id);
+                    done = true;
+                }
                 if (!done && !sp->engine_failed) {
                     const auto now = std::chrono::steady_clock::now();
                     if (now - ws->last_space < std::chrono::seconds(1)) return true;
@@ -310,18 +352,11 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
                 }
                 ws->finished = true;
                 sp->release(id);
-                std::string body;
-                if (!done)
-                    body = serve::dump(serve::error_json("the engine stopped", "server_error", 500));
-                else if (ch->reason == FinishReason::Cancelled)
-                    body = serve::dump(serve::error_json("the request was cancelled: the server is shutting down",
-                                                         "server_error", 503));
-                else
-                    body = serve::dump(serve::completion_response(info, *text + decoder->flush(), ch->reason, n_prompt,
-                                                                  ch->n_generated));
+                const std::string body =
+                    done ? serve::dump(answer().first) : serve::dump(serve::error_json("the engine stopped", "server_error", 500));
                 sink.write(body.data(), body.size());
                 sink.done();
-                log_request("POST", path, 200, n_prompt, ch->n_generated, start);
+                log_request("POST", path, 200, n_prompt, out->tokens, start);
                 return true;
             },
             [sp, ch, ws, id, path, n_prompt, start](bool) {
@@ -334,8 +369,9 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
         return;
     }
 
-    // Streaming: one chunk per batch of tokens that arrived together, then the finish chunk,
-    // usage (if asked), [DONE]. A failed write (the client left) cancels the request at once.
+    // Streaming: one chunk per batch of tokens that arrived together (less any tail that could
+    // begin a stop string, held back), then the finish chunk, usage (if asked), [DONE]. A failed
+    // write (the client left) cancels the request at once.
     struct StreamState {
         bool first = true;
         bool finished = false;
@@ -347,7 +383,7 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [sp, ch, st, decoder, info, id, n_prompt, include_usage, path, start](size_t, httplib::DataSink& sink) {
+        [sp, ch, st, out, info, id, n_prompt, include_usage, path, start](size_t, httplib::DataSink& sink) {
             auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
             if (st->first && info.chat) {
                 st->first = false;
@@ -355,25 +391,28 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
                     return false;
             }
             std::vector<int32_t> got;
-            const bool done = ch->take(got, std::chrono::milliseconds(200));
-            std::string text;
-            for (int32_t t : got) text += decoder->push(t);
-            if (done) text += decoder->flush();
+            bool done = ch->take(got, std::chrono::milliseconds(200));
+            std::string text = out->push(got);
+            const bool stopped = out->stop.stopped();
+            if (stopped && !done) end_at_stop(*sp, *ch, id);
+            done = done || stopped;
+            if (done && !stopped && ch->reason != FinishReason::Cancelled) text += out->finish();
             if (!text.empty() && !write(serve::sse_event(serve::completion_chunk(info, text, std::nullopt))))
                 return false;
             if (!done) return sink.is_writable() && !sp->engine_failed;
             st->finished = true;
             sp->release(id);
-            if (ch->reason == FinishReason::Cancelled) {
+            const int generated = stopped ? out->tokens : ch->n_generated;
+            if (!stopped && ch->reason == FinishReason::Cancelled) {
                 write(serve::sse_event(serve::error_json("the request was cancelled: the server is shutting down",
                                                          "server_error", 503)));
             } else {
-                write(serve::sse_event(serve::completion_chunk(info, "", ch->reason)));
-                if (include_usage) write(serve::sse_event(serve::usage_chunk(info, n_prompt, ch->n_generated)));
+                write(serve::sse_event(serve::completion_chunk(info, "", stopped ? FinishReason::Stop : ch->reason)));
+                if (include_usage) write(serve::sse_event(serve::usage_chunk(info, n_prompt, generated)));
             }
             write(std::string(serve::kSseDone));
             sink.done();
-            log_request("POST", path + " (stream)", 200, n_prompt, ch->n_generated, start);
+            log_request("POST", path + " (stream)", 200, n_prompt, generated, start);
             return true;
         },
         // Called when the response ends, written or not: a stream that did not finish (the client

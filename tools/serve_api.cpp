@@ -180,11 +180,21 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
         const int64_t n = integer_field(*v, "n");
         if (n != 1) bad("'n' is " + std::to_string(n) + ": only one choice per request is supported");
     }
-    // "stop": null, "" and [] mean none; stop sequences themselves are not implemented, and a field
-    // that would change what the answer means is refused, never ignored.
+    // "stop": a string or up to 4 (null, "" and [] mean none). A field that would change what the
+    // answer means and is not implemented is refused, never ignored.
     if (const json* v = field(j, "stop")) {
-        const bool none = (v->is_string() && v->get<std::string>().empty()) || (v->is_array() && v->empty());
-        if (!none) bad("'stop' sequences are not supported");
+        if (v->is_string()) {
+            if (!v->get<std::string>().empty()) r.stop.push_back(v->get<std::string>());
+        } else if (v->is_array()) {
+            if (v->size() > 4) bad("'stop' has " + std::to_string(v->size()) + " strings: at most 4");
+            for (size_t i = 0; i < v->size(); i++) {
+                if (!(*v)[i].is_string() || (*v)[i].get<std::string>().empty())
+                    bad("'stop[" + std::to_string(i) + "]' must be a non-empty string");
+                r.stop.push_back((*v)[i].get<std::string>());
+            }
+        } else {
+            bad("'stop' must be a string or an array of strings, not " + type_of(*v));
+        }
     }
     for (const char* name : {"tools", "functions", "grammar", "json_schema", "logit_bias"}) {
         const json* v = field(j, name);
@@ -289,6 +299,35 @@ std::vector<PromptPiece> chatml_pieces(const std::vector<ChatMessage>& messages,
     p.push_back({im_start, {}});
     p.push_back({-1, "assistant\n"});
     return p;
+}
+
+std::string StopMatcher::push(std::string_view text) {
+    if (stopped_) return {};
+    held_.append(text);
+    size_t first = std::string::npos;
+    for (const std::string& s : stops_) first = std::min(first, held_.find(s));
+    if (first != std::string::npos) {
+        stopped_ = true;
+        std::string out = held_.substr(0, first);
+        held_.clear();
+        return out;
+    }
+    size_t keep = 0;  // the longest tail of held_ that begins some stop string
+    for (const std::string& s : stops_)
+        for (size_t l = std::min(s.size() - 1, held_.size()); l > keep; l--)
+            if (held_.compare(held_.size() - l, l, s, 0, l) == 0) {
+                keep = l;
+                break;
+            }
+    std::string out = held_.substr(0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
+    return out;
+}
+
+std::string StopMatcher::flush() {
+    std::string out;
+    if (!stopped_) out.swap(held_);
+    return out;
 }
 
 bool bearer_matches(std::string_view header, std::string_view key) {

@@ -37,6 +37,7 @@ struct ChatMessage {
 struct CompletionRequest {
     bool chat = false;
     std::string prompt;                 // /v1/completions: "prompt" (a string, or an array of one string)
+    std::vector<std::string> stop;      // "stop": up to 4 strings; the answer ends before the first
     bool parse_special = false;         // /v1/completions: "parse_special", special-token texts in the
                                         // prompt become their tokens (llama.cpp's server field)
     std::vector<ChatMessage> messages;  // /v1/chat/completions: "messages", not empty
@@ -80,6 +81,23 @@ std::string chatml_prompt(const std::vector<ChatMessage>& messages, const std::s
 // role, newline and content as text (Tokenizer::encode_pieces), so content never becomes a token.
 std::vector<PromptPiece> chatml_pieces(const std::vector<ChatMessage>& messages, const std::string& default_system,
                                        int32_t im_start, int32_t im_end);
+
+// Stop sequences over generated text: push() takes each new piece and returns what is safe to show,
+// holding back any tail that could be the start of a stop string, so a stop string never reaches
+// the output (streamed or whole). After one is found, stopped() is true and the text before it was
+// the last returned. flush() returns what is held back, at the end of an answer without a stop.
+class StopMatcher {
+public:
+    explicit StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+    std::string push(std::string_view text);
+    std::string flush();
+    bool stopped() const { return stopped_; }
+
+private:
+    std::vector<std::string> stops_;
+    std::string held_;
+    bool stopped_ = false;
+};
 
 // Whether an Authorization header value is "Bearer KEY" for this key (compared in constant time).
 bool bearer_matches(std::string_view header, std::string_view key);
