@@ -4,7 +4,7 @@
 namespace ridge {
 
 GenerateResult generate(Session& session, int seq, Sampler& sampler, const Tokenizer& tok, const float* logits,
-                        std::vector<int32_t>& history, int max_new, const std::function<void(int32_t)>& on_token) {
+                        std::vector<int32_t>& history, int max_new, const std::function<bool(int32_t)>& on_token) {
     GenerateResult res;
     const int n_ctx = session.cache().n_ctx();
     while (max_new < 0 || res.n_generated < max_new) {
@@ -15,9 +15,13 @@ GenerateResult generate(Session& session, int seq, Sampler& sampler, const Token
             return res;
         }
         history.push_back(next);
-        on_token(next);
+        const bool go_on = on_token(next);
         res.n_generated++;
         res.unfed = next;
+        if (!go_on) {
+            res.stop = StopReason::Caller;
+            return res;
+        }
         if (max_new >= 0 && res.n_generated == max_new) {
             res.stop = StopReason::Length;
             return res;

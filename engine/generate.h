@@ -12,7 +12,7 @@
 
 namespace ridge {
 
-enum class StopReason { Length, EndOfGeneration, ContextFull };
+enum class StopReason { Length, EndOfGeneration, ContextFull, Caller };  // Caller: on_token said stop
 
 struct GenerateResult {
     int n_generated = 0;     // tokens handed to on_token
@@ -21,8 +21,10 @@ struct GenerateResult {
 };
 
 // `logits` are those of the last token already fed to seq; `history` holds the sequence's tokens
-// so far and gets the generated ones appended. max_new < 0 means until the context ends.
+// so far and gets the generated ones appended. max_new < 0 means until the context ends. on_token
+// returns false to end the generation there (a stop string, say): StopReason::Caller, that token
+// counted and left unfed.
 GenerateResult generate(Session& session, int seq, Sampler& sampler, const Tokenizer& tok, const float* logits,
-                        std::vector<int32_t>& history, int max_new, const std::function<void(int32_t)>& on_token);
+                        std::vector<int32_t>& history, int max_new, const std::function<bool(int32_t)>& on_token);
 
 }  // namespace ridge

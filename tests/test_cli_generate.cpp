@@ -202,6 +202,23 @@ TEST(CliGenerate, SmolLM2GreedyTextIsTheTransformersContinuation) {
     EXPECT_EQ(m[2], "64");
 }
 
+// --stop: the text ends just before the first stop string (the Hugging Face continuation cut there)
+// and generation ends with it; the statistics say why.
+TEST(CliGenerate, StopEndsTheTextJustBeforeTheStopString) {
+    const auto g = goldens();
+    const auto& p = prompt_named(g, "english");
+    const std::string prompt = p["text"], cont = p["greedy_text"];
+    ASSERT_GT(cont.size(), 12u);
+    const std::string stop = cont.substr(8, 3);
+    const RunResult r = ridge({"generate", "-m", kSmol, "-p", prompt, "--temp", "0", "-n", "64", "-t", "2", "--stop",
+                               "never in it", "--stop", stop});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, prompt + cont.substr(0, cont.find(stop)));
+    EXPECT_NE(r.err.find("(stop string)"), std::string::npos) << r.err;
+    const RunResult bad = ridge({"generate", "-m", kSmol, "-p", prompt, "--stop", ""});
+    EXPECT_NE(bad.rc, 0);
+}
+
 TEST(CliChat, FirstReplyIsTheTransformersContinuationAndTurnsContinue) {
     // The golden "chat" prompt is exactly what `ridge chat` sends for this message without
     // --system (the template's default system message, then the user turn, then the assistant

@@ -75,7 +75,10 @@ std::vector<int32_t> alone(const Engine& m, const Tokenizer& tok, const std::vec
     sp.temperature = 0;
     Sampler sampler(sp);
     std::vector<int32_t> history = prompt, out;
-    generate(s, seq, sampler, tok, logits, history, max_new, [&](int32_t t) { out.push_back(t); });
+    generate(s, seq, sampler, tok, logits, history, max_new, [&](int32_t t) {
+        out.push_back(t);
+        return true;
+    });
     return out;
 }
 

@@ -69,7 +69,10 @@ std::string run_like_llama2c(const Loaded& L, const std::string& prompt, int ste
     std::vector<int32_t> history = ids;
     Sampler sampler(sp);
     const float* logits = s.prefill(seq, ids);
-    generate(s, seq, sampler, *L.tok, logits, history, n_new, [&](int32_t id) { out += dec.push(id); });
+    generate(s, seq, sampler, *L.tok, logits, history, n_new, [&](int32_t id) {
+        out += dec.push(id);
+        return true;
+    });
     return out + dec.flush();
 }
 

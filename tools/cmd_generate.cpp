@@ -43,6 +43,7 @@ struct GenerateOptions {
     int max_rows = 256;
     SamplerParams sp;
     bool seed_set = false;
+    std::vector<std::string> stop;  // --stop: the text ends just before the first of these
 };
 
 void add_common_options(CLI::App* cmd, GenerateOptions& o) {
@@ -69,6 +70,10 @@ void add_common_options(CLI::App* cmd, GenerateOptions& o) {
                     "ridge (penalty, temperature, top-k, top-p, min-p) or llama2c (run.c's temperature + top-p)")
         ->capture_default_str();
     cmd->add_option("--batch", o.max_rows, "most prompt tokens per forward pass")->capture_default_str();
+    cmd->add_option("--stop", o.stop, "end the text just before this string (repeatable)")
+        ->each([](const std::string& v) {
+            if (v.empty()) throw CLI::ValidationError("--stop", "the stop string is empty");
+        });
     cmd->add_option("--dump-dir", o.dump_dir, "debug: write named intermediates as raw f32 files here");
 }
 
@@ -144,6 +149,7 @@ const char* stop_text(StopReason r) {
         case StopReason::Length: return "token limit";
         case StopReason::EndOfGeneration: return "end of generation";
         case StopReason::ContextFull: return "context full";
+        case StopReason::Caller: return "stop string";
     }
     return "?";
 }
@@ -216,9 +222,12 @@ void run_generate(GenerateOptions& o, const std::string& prompt) {
     if (o.n_predict != 0) {
         const float* logits = s.prefill(seq, ids);
         std::vector<int32_t> history = ids;
-        res = generate(s, seq, sampler, tok, logits, history, o.n_predict,
-                       [&](int32_t id) { emit(decoder.push(id)); });
-        emit(decoder.flush());
+        serve::StopMatcher stop(o.stop);
+        res = generate(s, seq, sampler, tok, logits, history, o.n_predict, [&](int32_t id) {
+            emit(stop.push(decoder.push(id)));
+            return !stop.stopped();
+        });
+        if (!stop.stopped()) emit(stop.push(decoder.flush()) + stop.flush());
     }
     if (res.stop == StopReason::ContextFull)
         std::fprintf(stderr, "ridge: stopped at the end of the context (%d tokens)\n", L.n_ctx);
@@ -272,9 +281,12 @@ void run_chat(GenerateOptions& o, const std::optional<std::string>& system) {
         history.insert(history.end(), ids.begin(), ids.end());
         StreamDecoder decoder(tok);
         if (!history.empty()) decoder.push(history.back());
-        const GenerateResult res = generate(s, seq, sampler, tok, logits, history, o.n_predict,
-                                            [&](int32_t id) { emit(decoder.push(id)); });
-        emit(decoder.flush());
+        serve::StopMatcher stop(o.stop);
+        const GenerateResult res = generate(s, seq, sampler, tok, logits, history, o.n_predict, [&](int32_t id) {
+            emit(stop.push(decoder.push(id)));
+            return !stop.stopped();
+        });
+        if (!stop.stopped()) emit(stop.push(decoder.flush()) + stop.flush());
         emit("\n");
         // The last sampled token is not in the cache yet: a content token must be fed before the
         // next turn's "<|im_end|>"; an end-of-generation token is replaced by that "<|im_end|>".
