@@ -4,6 +4,8 @@
 // context end stops generation with a message, and bad input gives one line and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include "engine/gpu.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -282,6 +284,40 @@ TEST(CliGenerate, BadInputGivesOneLineAndNonZeroExit) {
     expect_one_line_error({"generate", "-m", kGguf, "--kv-type", "q8"}, "--kv-type");
     expect_one_line_error({"generate", "-m", kGguf, "--bogus-flag"}, "--bogus-flag");
     expect_one_line_error({"generate", "-p", "hi"}, "--model");
+}
+
+// Exit codes as scripts expect them: 2 for a usage error (an unknown command or option, a bad value),
+// with the nearest name where there is one; 1 for an error while running; 0 for --help.
+TEST(CliUsage, UsageErrorsExit2WithDidYouMeanAndRunErrorsExit1) {
+    auto expect = [](const std::vector<std::string>& args, int rc, const std::string& mention) {
+        const RunResult r = ridge(args);
+        EXPECT_EQ(r.rc, rc) << r.err;
+        EXPECT_EQ(r.err_lines().size(), 1u) << r.err;
+        EXPECT_NE(r.err.find(mention), std::string::npos) << r.err;
+    };
+    expect({"bnech"}, 2, "unknown command 'bnech' (did you mean 'bench'?)");
+    expect({"frobnicate"}, 2, "unknown command 'frobnicate'; the commands are info, tokenize, generate");
+    expect({"generate", "-m", kGguf, "--temperature", "0.5"}, 2, "(did you mean --temp?)");
+    expect({"generate", "-m", kGguf, "--top_k", "3"}, 2, "(did you mean --top-k?)");
+    expect({"generate", "-m", kGguf, "-n", "many"}, 2, "--n-predict");
+    expect({"generate", "-m", "/nonexistent/model.gguf"}, 1, "/nonexistent/model.gguf");
+    EXPECT_EQ(ridge({"generate", "--help"}).rc, 0);
+    EXPECT_EQ(ridge({"--version"}).rc, 0);
+}
+
+// llama.cpp's -ngl: 0 keeps the model on the CPU (the same text), N > 0 asks for CUDA, which without
+// a GPU is the one-line error of --device cuda.
+TEST(CliUsage, NglIsTheDeviceAsLlamaCppSpellsIt) {
+    const RunResult cpu = ridge({"generate", "-m", kGguf, "-p", "Once upon", "-n", "8", "--temp", "0", "-ngl", "0"});
+    ASSERT_EQ(cpu.rc, 0) << cpu.err;
+    EXPECT_EQ(cpu.out, ridge({"generate", "-m", kGguf, "-p", "Once upon", "-n", "8", "--temp", "0"}).out);
+    if (ridge::gpu::available()) GTEST_SKIP() << "this machine has a GPU";
+    const RunResult gpu = ridge({"generate", "-m", kGguf, "-p", "Once upon", "-n", "8", "-ngl", "99"});
+    const RunResult dev = ridge({"generate", "-m", kGguf, "-p", "Once upon", "-n", "8", "--device", "cuda"});
+    EXPECT_EQ(gpu.rc, 1);
+    EXPECT_EQ(gpu.err, dev.err);
+    EXPECT_EQ(gpu.err_lines().size(), 1u) << gpu.err;
+    EXPECT_EQ(ridge({"generate", "-m", kGguf, "-ngl", "0", "--device", "cuda"}).rc, 1);  // they disagree
 }
 
 TEST(CliGenerate, GarbageModelFileGivesOneLine) {

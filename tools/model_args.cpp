@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "engine/gpu.h"
 #include "tokenizer/byte_tokenizer.h"
 #include "weights/error.h"
 #include "weights/gguf.h"
@@ -51,6 +52,9 @@ void ModelArgs::add_exact_option(CLI::App* cmd) {
                   "and K-quant matmuls take their input quantized to 16-bit integers");
     cmd->add_option("--device", device, "where the model runs: cpu, or cuda (an NVIDIA GPU; f32 activations)")
         ->check(CLI::IsMember({"cpu", "cuda"}));
+    cmd->add_option("--n-gpu-layers", n_gpu_layers,
+                    "-ngl N, llama.cpp's flag: 0 runs on the CPU, any N > 0 the whole model on CUDA (as --device cuda)")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_flag("--no-graph", no_graph, "with --device cuda: launch each decode step kernel by kernel, not as a CUDA graph");
     cmd->add_flag("--profile", profile,
                   "with --device cuda: time every op (drains the GPU after each; no CUDA graph); without it a GPU "
@@ -58,6 +62,10 @@ void ModelArgs::add_exact_option(CLI::App* cmd) {
 }
 
 RunOptions ModelArgs::run_options() const {
+    if (n_gpu_layers == 0 && device == "cuda") throw Error("-ngl 0 (the CPU) and --device cuda disagree: pass one of them");
+    if (n_gpu_layers > 0 && device != "cuda" && gpu::available())  // without a GPU: the Engine's one-line error
+        std::fprintf(stderr, "ridge: -ngl %d: ridge runs the whole model on CUDA (--device cuda) or none of it\n",
+                     n_gpu_layers);
     if (no_graph && !on_gpu()) throw Error("--no-graph is for --device cuda");
     if (profile && !on_gpu()) throw Error("--profile is for --device cuda (on the CPU every counted op is timed)");
     RunOptions opt;

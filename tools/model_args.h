@@ -23,6 +23,7 @@ struct ModelArgs {
     std::string device = "cpu";   // --device cpu|cuda: where the model runs
     bool no_graph = false;        // --no-graph: GPU decode steps launch kernel by kernel (no CUDA graph)
     bool profile = false;         // --profile: on a GPU, time every op (RunOptions::profile)
+    int n_gpu_layers = -1;        // -ngl N (llama.cpp's flag): 0 = the CPU, N > 0 = the whole model on CUDA
     bool synthetic_type_given = false;  // set while parsing: --synthetic-type was on the command line
     bool synthetic_seed_given = false;  // set while parsing: --synthetic-seed was on the command line
 
@@ -35,7 +36,7 @@ struct ModelArgs {
     // --exact, --device and --no-graph as the options an Engine runs a model with (ridge::Error
     // for --no-graph without --device cuda). The Engine says when there is no usable GPU.
     RunOptions run_options() const;
-    bool on_gpu() const { return device == "cuda"; }
+    bool on_gpu() const { return device == "cuda" || n_gpu_layers > 0; }
     // Opens the model; ridge::Error when neither or both of -m / --synthetic are given.
     std::unique_ptr<ModelFile> open() const;
     // The model's tokenizer: from the GGUF, from --tokenizer for a llama2.c checkpoint, or a
