@@ -450,8 +450,8 @@ TEST(CliServe, ConcurrentRequestsEachGetTheAnswerTheyGetAlone) {
 
 // ---- bad requests ----------------------------------------------------------------------------------
 
-// A raw request on a fresh connection; the response's status line and headers (at least).
-std::string raw_exchange(int port, const std::string& request) {
+// A fresh loopback connection to port with `request` written on it; -1 when it cannot connect.
+int send_raw(int port, const std::string& request) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -459,9 +459,16 @@ std::string raw_exchange(int port, const std::string& request) {
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
         ::close(fd);
-        return "";
+        return -1;
     }
-    (void)!::write(fd, request.data(), request.size());  // no half-close: httplib takes it for a hang-up
+    (void)!::write(fd, request.data(), request.size());
+    return fd;
+}
+
+// A raw request on a fresh connection; the response's status line and headers (at least).
+std::string raw_exchange(int port, const std::string& request) {
+    const int fd = send_raw(port, request);
+    if (fd < 0) return "";  // no half-close: httplib takes it for a hang-up
     const timeval timeout{10, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
     std::string out;
@@ -771,15 +778,10 @@ TEST(CliServe, AClientThatDisconnectsWithoutStreamingIsCancelledToo) {
     const int max_tokens = 2000;  // many seconds of generation on any machine
     {  // the request on a raw connection, closed after 1.5 s, its answer unread
         const std::string body = json({{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"temperature", 0}}).dump();
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(uint16_t(s.port()));
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
         const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                                 "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-        ASSERT_EQ(::write(fd, req.data(), req.size()), ssize_t(req.size()));
+        const int fd = send_raw(s.port(), req);
+        ASSERT_GE(fd, 0);
         std::this_thread::sleep_for(std::chrono::milliseconds(1500));
         ::close(fd);
     }

@@ -99,26 +99,15 @@ nlohmann::ordered_json test_json(const BenchTest& t) {
     j["intensity"] = r.intensity;
     j["achieved_gbs"] = r.achieved_gbs;
     j["achieved_gflops"] = r.achieved_gflops;
-    if (r.has_bound) {
-        j["bound"] = r.compute_bound ? "compute" : "memory";
-        j["bound_tokens_per_second"] = r.bound_tokens_per_second;
-        j["percent_of_bound"] = r.percent_of_bound;
-    } else {
-        j["bound"] = nullptr;
-        j["bound_tokens_per_second"] = nullptr;
-        j["percent_of_bound"] = nullptr;
-    }
-    if (!t.stream_samples.empty()) {  // the bound measured with the run (CPU)
-        j["stream_bytes"] = t.stream_bytes;
-        j["stream_gbs"] = t.stream_gbs;
-        j["stream_samples"] = t.stream_samples;
-        j["percent_of_stream"] = t.percent_of_stream;
-    } else {
-        j["stream_bytes"] = nullptr;
-        j["stream_gbs"] = nullptr;
-        j["stream_samples"] = nullptr;
-        j["percent_of_stream"] = nullptr;
-    }
+    auto or_null = [](bool has, auto v) { return has ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+    j["bound"] = or_null(r.has_bound, r.compute_bound ? "compute" : "memory");
+    j["bound_tokens_per_second"] = or_null(r.has_bound, r.bound_tokens_per_second);
+    j["percent_of_bound"] = or_null(r.has_bound, r.percent_of_bound);
+    const bool stream = !t.stream_samples.empty();  // the bound measured with the run (CPU)
+    j["stream_bytes"] = or_null(stream, t.stream_bytes);
+    j["stream_gbs"] = or_null(stream, t.stream_gbs);
+    j["stream_samples"] = or_null(stream, t.stream_samples);
+    j["percent_of_stream"] = or_null(stream, t.percent_of_stream);
     const OpRecord total = t.counters.total();
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
     for (size_t i = 0; i < kNumOps; i++) {

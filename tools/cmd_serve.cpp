@@ -276,6 +276,19 @@ void end_at_stop(Server& S, Channel& ch, int64_t id) {
     S.sched->cancel(id);
 }
 
+// A response's releaser (called when it ends, written or not): a request it did not finish (the
+// client left, or the server is stopping) is cancelled and its sequence freed now.
+std::function<void(bool)> cancel_if_unfinished(Server* sp, std::shared_ptr<Channel> ch, std::shared_ptr<bool> finished,
+                                               int64_t id, std::string what, int n_prompt,
+                                               std::chrono::steady_clock::time_point start) {
+    return [=](bool) {
+        if (*finished) return;
+        end_at_stop(*sp, *ch, id);
+        sp->release(id);
+        log_request("POST", what, 200, n_prompt, ch->n_generated, start);
+    };
+}
+
 void handle_completion(Server& S, const httplib::Request& http_req, httplib::Response& res, bool chat) {
     const auto start = std::chrono::steady_clock::now();
     const std::string path = http_req.path;
@@ -327,16 +340,13 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
             log_request("POST", path, status, n_prompt, out->tokens, start);
             return;
         }
-        struct WaitState {
-            bool finished = false;
-            std::chrono::steady_clock::time_point last_space = std::chrono::steady_clock::now();
-        };
-        auto ws = std::make_shared<WaitState>();
+        auto finished = std::make_shared<bool>(false);
+        auto last_space = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
         Server* sp = &S;
         res.status = 200;
         res.set_chunked_content_provider(
             "application/json",
-            [sp, ch, ws, text, out, answer, id, n_prompt, path, start](size_t, httplib::DataSink& sink) {
+            [sp, ch, finished, last_space, text, out, answer, id, n_prompt, path, start](size_t, httplib::DataSink& sink) {
                 std::vector<int32_t> got;
                 bool done = ch->take(got, std::chrono::milliseconds(200));
                 *text += out->push(got);
@@ -346,11 +356,11 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
                 }
                 if (!done && !sp->engine_failed) {
                     const auto now = std::chrono::steady_clock::now();
-                    if (now - ws->last_space < std::chrono::seconds(1)) return true;
-                    ws->last_space = now;
+                    if (now - *last_space < std::chrono::seconds(1)) return true;
+                    *last_space = now;
                     return sink.write(" ", 1);  // false: the client left (the releaser cancels)
                 }
-                ws->finished = true;
+                *finished = true;
                 sp->release(id);
                 const std::string body =
                     done ? serve::dump(answer().first) : serve::dump(serve::error_json("the engine stopped", "server_error", 500));
@@ -359,34 +369,25 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
                 log_request("POST", path, 200, n_prompt, out->tokens, start);
                 return true;
             },
-            [sp, ch, ws, id, path, n_prompt, start](bool) {
-                if (ws->finished) return;
-                ch->abandoned = true;
-                sp->sched->cancel(id);
-                sp->release(id);
-                log_request("POST", path + " (client left)", 200, n_prompt, ch->n_generated, start);
-            });
+            cancel_if_unfinished(sp, ch, finished, id, path + " (client left)", n_prompt, start));
         return;
     }
 
     // Streaming: one chunk per batch of tokens that arrived together (less any tail that could
     // begin a stop string, held back), then the finish chunk, usage (if asked), [DONE]. A failed
     // write (the client left) cancels the request at once.
-    struct StreamState {
-        bool first = true;
-        bool finished = false;
-    };
-    auto st = std::make_shared<StreamState>();
+    auto first = std::make_shared<bool>(true);
+    auto finished = std::make_shared<bool>(false);
     Server* sp = &S;
     const bool include_usage = P.req.include_usage;
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [sp, ch, st, out, info, id, n_prompt, include_usage, path, start](size_t, httplib::DataSink& sink) {
+        [sp, ch, first, finished, out, info, id, n_prompt, include_usage, path, start](size_t, httplib::DataSink& sink) {
             auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-            if (st->first && info.chat) {
-                st->first = false;
+            if (*first && info.chat) {
+                *first = false;
                 if (!write(serve::sse_event(serve::completion_chunk(info, "", std::nullopt, /*first=*/true))))
                     return false;
             }
@@ -400,7 +401,7 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
             if (!text.empty() && !write(serve::sse_event(serve::completion_chunk(info, text, std::nullopt))))
                 return false;
             if (!done) return sink.is_writable() && !sp->engine_failed;
-            st->finished = true;
+            *finished = true;
             sp->release(id);
             const int generated = stopped ? out->tokens : ch->n_generated;
             if (!stopped && ch->reason == FinishReason::Cancelled) {
@@ -415,15 +416,7 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
             log_request("POST", path + " (stream)", 200, n_prompt, generated, start);
             return true;
         },
-        // Called when the response ends, written or not: a stream that did not finish (the client
-        // disconnected, or the server is stopping) frees its sequence now.
-        [sp, ch, st, id, path, n_prompt, start](bool) {
-            if (st->finished) return;
-            ch->abandoned = true;
-            sp->sched->cancel(id);
-            sp->release(id);
-            log_request("POST", path + " (stream, client left)", 200, n_prompt, ch->n_generated, start);
-        });
+        cancel_if_unfinished(sp, ch, finished, id, path + " (stream, client left)", n_prompt, start));
 }
 
 void handle_metrics(Server& S, httplib::Response& res) {
