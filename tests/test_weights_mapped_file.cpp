@@ -3,6 +3,7 @@
 // huge_page_bytes_at, which the bandwidth probe reads for its anonymous buffer too.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -147,9 +148,36 @@ TEST(MappedFile, ErrorsNameThePath) {
         return std::string("no error");
     };
     EXPECT_EQ(message("/nonexistent/x.gguf").rfind("/nonexistent/x.gguf: cannot open", 0), 0u);
-    EXPECT_EQ(message("/tmp"), "/tmp: not a regular file");
+    EXPECT_EQ(message("/tmp"), "/tmp: is a directory, not a regular file");
     TempFile empty({});
     EXPECT_EQ(message(empty.path), empty.path + ": file is empty");
+}
+
+// A FIFO, a directory or a device given as a file is refused at once: opening a FIFO to read would
+// wait for a writer that never comes.
+TEST(ReadWholeFile, RefusesWhatIsNotARegularFileWithoutWaiting) {
+    const std::string fifo = ::testing::TempDir() + "/ridge_test_fifo";
+    ::unlink(fifo.c_str());
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    auto message = [](auto&& open) {
+        try {
+            open();
+        } catch (const ridge::Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_EQ(message([&] { ridge::read_whole_file(fifo, "text file"); }), fifo + ": text file is not a regular file");
+    EXPECT_EQ(message([&] { MappedFile::open(fifo); }), fifo + ": not a regular file");
+    EXPECT_EQ(message([&] { ridge::read_whole_file("/tmp", "prompt file"); }), "/tmp: prompt file is a directory");
+    EXPECT_EQ(message([&] { ridge::read_whole_file("/dev/null", "prompt file"); }), "/dev/null: prompt file is not a regular file");
+    EXPECT_EQ(message([&] { ridge::read_whole_file("/nonexistent/p.txt", "prompt file"); }).rfind("/nonexistent/p.txt: cannot open prompt file", 0), 0u);
+    ::unlink(fifo.c_str());
+
+    TempFile text({'a', 'b', '\n'});
+    EXPECT_EQ(ridge::read_whole_file(text.path, "text file"), "ab\n");
+    EXPECT_EQ(message([&] { ridge::read_whole_file(text.path, "text file", 2); }),
+              text.path + ": text file is 3 bytes, more than the 2 this reads");
 }
 
 }  // namespace

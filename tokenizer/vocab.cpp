@@ -9,6 +9,7 @@
 
 #include "tokenizer/pretokenizer.h"
 #include "weights/error.h"
+#include "weights/mapped_file.h"
 #include "weights/gguf.h"
 
 namespace ridge {
@@ -98,10 +99,7 @@ Vocabulary vocabulary_from_gguf(const GGUFFile& f) {
 Vocabulary vocabulary_from_llama2c(const std::string& path, int vocab_size) {
     if (vocab_size <= 0)
         throw Error(path + ": llama2.c tokenizer needs a positive vocabulary size, got " + std::to_string(vocab_size));
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open llama2.c tokenizer file: " + std::strerror(errno));
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw Error(path + ": read error");
+    const std::string bytes = read_whole_file(path, "llama2.c tokenizer file");
 
     size_t pos = 0;
     auto read = [&](void* dst, size_t len, const std::string& what) {

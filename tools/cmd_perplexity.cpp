@@ -22,6 +22,7 @@
 #include "tools/commands.h"
 #include "tools/model_args.h"
 #include "weights/error.h"
+#include "weights/mapped_file.h"
 
 namespace ridge::cli {
 
@@ -37,10 +38,7 @@ struct PerplexityCommand {
 };
 
 std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open text file: " + std::strerror(errno));
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw Error(path + ": read error");
+    std::string bytes = read_whole_file(path, "text file");
     utf8::require_valid(bytes, path);
     return bytes;
 }

@@ -25,6 +25,7 @@
 #include "tools/bench_args.h"
 #include "tools/commands.h"
 #include "weights/error.h"
+#include "weights/mapped_file.h"
 #include "weights/model_file.h"
 
 namespace ridge::cli {
@@ -43,11 +44,10 @@ struct RooflineCommand {
 // The prefill and decode points of a saved `ridge bench --json` run: one per test, at its
 // intensity and achieved GFLOP/s. ridge::Error naming the file when it is not such a run.
 RooflineSeries bench_json_series(const std::string& path, const std::string& name, const std::string& color) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot read the bench run (" + std::strerror(errno) + ")");
+    const std::string text = read_whole_file(path, "bench run");
     RooflineSeries series{name, color, {}};
     try {
-        const nlohmann::json j = nlohmann::json::parse(in);
+        const nlohmann::json j = nlohmann::json::parse(text);
         for (const nlohmann::json& t : j.at("tests"))
             series.points.push_back(RooflinePoint{t.at("phase").get<std::string>() + " " + t.at("name").get<std::string>(),
                                                   t.at("intensity").get<double>(), t.at("achieved_gflops").get<double>()});

@@ -16,6 +16,7 @@
 #include "tools/commands.h"
 #include "tools/model_args.h"
 #include "weights/error.h"
+#include "weights/mapped_file.h"
 
 namespace ridge::cli {
 
@@ -31,13 +32,7 @@ struct TokenizeOptions {
     bool parse_special = false;
 };
 
-std::string read_binary_file(const std::string& path, const std::string& what) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open " + what + ": " + std::strerror(errno));
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw Error(path + ": read error");
-    return bytes;
-}
+std::string read_binary_file(const std::string& path, const std::string& what) { return read_whole_file(path, what); }
 
 // A piece for display: printable UTF-8 as is; backslash, control characters and bytes that are
 // not part of a complete character as escapes.

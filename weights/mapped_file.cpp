@@ -122,8 +122,41 @@ size_t huge_page_bytes_at(const void* addr) {
     return bytes;
 }
 
+std::string read_whole_file(const std::string& path, const std::string& what, size_t max_bytes) {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) throw Error(path + ": cannot open " + what + ": " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const bool dir = S_ISDIR(st.st_mode);
+        ::close(fd);
+        throw Error(path + ": " + what + " is " + (dir ? "a directory" : "not a regular file"));
+    }
+    if (size_t(st.st_size) > max_bytes) {
+        ::close(fd);
+        throw Error(path + ": " + what + " is " + std::to_string(st.st_size) + " bytes, more than the " +
+                    std::to_string(max_bytes) + " this reads");
+    }
+    std::string bytes(size_t(st.st_size), '\0');
+    size_t got = 0;
+    while (got < bytes.size()) {
+        const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int e = errno;
+            ::close(fd);
+            throw Error(path + ": cannot read " + what + (n < 0 ? std::string(": ") + std::strerror(e) : ": it shrank"));
+        }
+        got += size_t(n);
+    }
+    ::close(fd);
+    return bytes;
+}
+
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer (it is then refused
+    // as not a regular file); for a regular file it changes nothing.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -133,7 +166,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     }
     if (!S_ISREG(st.st_mode)) {
         ::close(fd);
-        throw Error(path + ": not a regular file");
+        throw Error(path + (S_ISDIR(st.st_mode) ? ": is a directory, not a regular file" : ": not a regular file"));
     }
     if (st.st_size == 0) {
         ::close(fd);

@@ -16,6 +16,12 @@ inline constexpr size_t kHugePage = size_t(2) << 20;
 // FilePmdMapped for a file, AnonHugePages for anonymous memory), 0 if none or no such mapping.
 size_t huge_page_bytes_at(const void* addr);
 
+// The whole of a regular file as bytes, for the small files ridge reads (a prompt or text file, a
+// llama2.c tokenizer, a saved bench run). ridge::Error naming the path and `what` the file was
+// for when it cannot be opened, is not a regular file (a directory, a FIFO or a device: refused at
+// once, never waited on), is larger than max_bytes, or cannot be read.
+std::string read_whole_file(const std::string& path, const std::string& what, size_t max_bytes = size_t(1) << 30);
+
 class MappedFile {
 public:
     // ridge::Error naming the path for a missing, unreadable, empty or non-regular file.

@@ -2,6 +2,10 @@
 // checkpoint) and present both as a Config plus GGUF-named TensorViews.
 #include "weights/model_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,13 +16,21 @@
 namespace ridge {
 
 std::unique_ptr<ModelFile> ModelFile::open(const std::string& path) {
+    // Its first four bytes say the format. O_NONBLOCK, and a regular file only: a directory, FIFO or
+    // device is refused at once, never waited on.
     unsigned char magic[4] = {};
-    size_t got = 0;
+    ssize_t got = 0;
     {
-        std::FILE* fp = std::fopen(path.c_str(), "rb");
-        if (!fp) throw Error(path + ": cannot open: " + std::strerror(errno));
-        got = std::fread(magic, 1, 4, fp);
-        std::fclose(fp);
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+        struct stat st {};
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            const bool dir = S_ISDIR(st.st_mode);
+            ::close(fd);
+            throw Error(path + (dir ? ": is a directory, not a regular file" : ": not a regular file"));
+        }
+        got = ::read(fd, magic, 4);
+        ::close(fd);
     }
     if (got == 4 && std::memcmp(magic, "GGUF", 4) == 0) {
         auto m = std::make_unique<ModelFile>();
