@@ -286,6 +286,24 @@ TEST(CliGenerate, BadInputGivesOneLineAndNonZeroExit) {
     expect_one_line_error({"generate", "-p", "hi"}, "--model");
 }
 
+// The prompt from a file (-f), from stdin (-p -) or with escapes (-e) is the same prompt: the same
+// stdout as -p with the text itself.
+TEST(CliGenerate, PromptFromAFileFromStdinOrWithEscapes) {
+    const std::string text = "Once upon a time\nthere was";
+    const RunResult want = ridge({"generate", "-m", kGguf, "-p", text, "-n", "8", "--temp", "0"});
+    ASSERT_EQ(want.rc, 0) << want.err;
+    const std::string file = cli_test::scratch("prompt.txt");
+    std::ofstream(file, std::ios::binary) << text;
+    const RunResult from_file = ridge({"generate", "-m", kGguf, "-f", file, "-n", "8", "--temp", "0"});
+    EXPECT_EQ(from_file.out, want.out) << from_file.err;
+    const RunResult from_stdin = ridge({"generate", "-m", kGguf, "-p", "-", "-n", "8", "--temp", "0"}, {}, text);
+    EXPECT_EQ(from_stdin.out, want.out) << from_stdin.err;
+    const RunResult escaped = ridge({"generate", "-m", kGguf, "-p", "Once upon a time\\nthere was", "-e", "-n", "8", "--temp", "0"});
+    EXPECT_EQ(escaped.out, want.out) << escaped.err;
+    expect_one_line_error({"generate", "-m", kGguf, "-f", "/tmp"}, "/tmp: prompt file is a directory");
+    expect_one_line_error({"generate", "-m", kGguf, "-f", file, "-p", "x"}, "excludes");
+}
+
 // Exit codes as scripts expect them: 2 for a usage error (an unknown command or option, a bad value),
 // with the nearest name where there is one; 1 for an error while running; 0 for --help.
 TEST(CliUsage, UsageErrorsExit2WithDidYouMeanAndRunErrorsExit1) {

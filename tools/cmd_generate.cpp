@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@
 #include "tools/model_args.h"
 #include "tools/serve_api.h"
 #include "weights/error.h"
+#include "weights/mapped_file.h"
 #include "weights/model_file.h"
 
 namespace ridge::cli {
@@ -192,6 +194,27 @@ std::string decode_roofline(const Session& s) {
 
 // ---- generate -------------------------------------------------------------------------------
 
+// -e: llama.cpp's escapes (\n \t \r \\ \" \'); any other backslash stays as it is.
+std::string unescape(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] != '\\' || i + 1 == s.size()) {
+            out += s[i];
+            continue;
+        }
+        switch (s[++i]) {
+            case 'n': out += '\n'; break;
+            case 't': out += '\t'; break;
+            case 'r': out += '\r'; break;
+            case '\\': out += '\\'; break;
+            case '"': out += '"'; break;
+            case '\'': out += '\''; break;
+            default: out += '\\', out += s[i];
+        }
+    }
+    return out;
+}
+
 void run_generate(GenerateOptions& o, const std::string& prompt) {
     check_options(o);
     Loaded L = load(o);
@@ -228,6 +251,12 @@ void run_generate(GenerateOptions& o, const std::string& prompt) {
             return !stop.stopped();
         });
         if (!stop.stopped()) emit(stop.push(decoder.flush()) + stop.flush());
+    }
+    // In a terminal stdout and stderr share the screen: the statistics start on a line of their own
+    // (stdout itself stays exactly the prompt and the text).
+    if (isatty(STDOUT_FILENO) && isatty(STDERR_FILENO)) {
+        std::fflush(stdout);
+        std::fputc('\n', stderr);
     }
     if (res.stop == StopReason::ContextFull)
         std::fprintf(stderr, "ridge: stopped at the end of the context (%d tokens)\n", L.n_ctx);
@@ -315,14 +344,24 @@ void register_generate(CLI::App& app) {
     struct GenerateArgs {
         GenerateOptions run;
         std::string prompt;
+        std::string file;      // -f: the prompt from this file
+        bool escapes = false;  // -e: \n, \t, \\, \" and the like in the prompt
     };
     auto g = std::make_shared<GenerateArgs>();
     CLI::App* gen = app.add_subcommand("generate", "continue a prompt; stdout: the prompt and the generated text");
     add_common_options(gen, g->run);
-    gen->add_option("-p,--prompt", g->prompt, "text to continue (empty: start from BOS)");
+    gen->add_option("-p,--prompt", g->prompt, "text to continue (empty: start from BOS; -: read it from stdin)");
+    gen->add_option("-f,--file", g->file, "read the prompt from this file")->excludes("-p");
+    gen->add_flag("-e,--escape", g->escapes, "process escapes in the prompt (\\n \\t \\r \\\\ \\\" \\')");
     gen->add_option("-n,--n-predict", g->run.n_predict, "tokens to generate (-1: until end of text or context)")
         ->capture_default_str();
-    gen->callback([g]() { run_generate(g->run, g->prompt); });
+    gen->callback([g]() {
+        std::string prompt = g->prompt;
+        if (!g->file.empty()) prompt = read_whole_file(g->file, "prompt file");
+        else if (prompt == "-") prompt = std::string(std::istreambuf_iterator<char>(std::cin), {});
+        if (g->escapes) prompt = unescape(prompt);
+        run_generate(g->run, prompt);
+    });
 
     struct ChatArgs {
         GenerateOptions run;
