@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -162,7 +163,13 @@ TEST(CliQuantize, VerboseGivesOneLinePerTensor) {
 TEST(CliQuantize, SmolLM2ToQ8_0LoadsAndStillKnowsParis) {
     if (!exists(kSmol)) GTEST_SKIP() << kSmol << " not downloaded (tools/fetch_model.sh)";
     const std::string out = scratch("smollm2.q8_0.gguf");
-    const RunResult q = quantize(kSmol, out, "q8_0");
+    // Q4_1 in: quantized weights are not quantized again unless asked.
+    const RunResult refused = quantize(kSmol, out, "q8_0");
+    EXPECT_EQ(refused.rc, 1);
+    EXPECT_NE(refused.err.find("already holds quantized weights"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("--allow-requantize"), std::string::npos) << refused.err;
+    EXPECT_FALSE(exists(out));
+    const RunResult q = ridge({"quantize", "-m", kSmol, "-o", out, "--type", "q8_0", "--allow-requantize"});
     ASSERT_EQ(q.rc, 0) << q.err;
     EXPECT_EQ(q.err_lines().size(), 1u) << "no fallbacks: every SmolLM2 row is a multiple of 32\n" << q.err;
 
@@ -182,6 +189,21 @@ TEST(CliQuantize, SmolLM2ToQ8_0LoadsAndStillKnowsParis) {
     ASSERT_EQ(gen.rc, 0) << gen.err;
     EXPECT_EQ(gen.out.rfind("The capital of France is", 0), 0u) << gen.out;
     EXPECT_NE(gen.out.find("Paris"), std::string::npos) << gen.out;
+    std::filesystem::remove(out);
+}
+
+// An existing output is kept unless --force.
+TEST(CliQuantize, AnExistingOutputIsKeptUnlessForced) {
+    const std::string out = scratch("existing.gguf");
+    std::ofstream(out) << "keep me";
+    const RunResult kept = quantize(kStories, out, "q8_0");
+    EXPECT_EQ(kept.rc, 1);
+    EXPECT_NE(kept.err.find(out + " exists: pass --force"), std::string::npos) << kept.err;
+    std::ifstream in(out);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "keep me");
+    const RunResult forced = ridge({"quantize", "-m", kStories, "-o", out, "--type", "q8_0", "--force"});
+    EXPECT_EQ(forced.rc, 0) << forced.err;
+    EXPECT_EQ(ridge({"info", "-m", out}).rc, 0);
     std::filesystem::remove(out);
 }
 

@@ -4,11 +4,13 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "tools/commands.h"
 #include "weights/error.h"
+#include "weights/gguf.h"
 #include "weights/quantize_model.h"
 
 namespace ridge::cli {
@@ -19,6 +21,8 @@ struct QuantizeArgs {
     std::string in, out, type, synthetic;
     int threads = 0;  // 0: OpenMP's default
     bool verbose = false;
+    bool force = false;             // overwrite an existing output
+    bool allow_requantize = false;  // re-encode weights that are already quantized
 };
 
 void run_quantize(const QuantizeArgs& a) {
@@ -31,6 +35,25 @@ void run_quantize(const QuantizeArgs& a) {
     const std::optional<DType> target = quantize_target_from_name(a.type);
     if (!target) throw Error("unknown --type '" + a.type + "' (choose one of " + quantize_target_names() + ")");
     if (a.threads > 0) omp_set_num_threads(a.threads);
+    // As llama-quantize: an existing output is kept unless asked, and quantized weights are not
+    // quantized again unless asked (each rounding adds error; nothing is gained in quality).
+    if (!a.force && std::filesystem::exists(a.out) && std::filesystem::absolute(a.out) != std::filesystem::absolute(a.in))
+        throw Error(a.out + " exists: pass --force to overwrite it");
+    if (!a.allow_requantize && std::filesystem::is_regular_file(a.in)) {
+        std::unique_ptr<GGUFFile> in;
+        try {
+            in = GGUFFile::open(a.in);
+        } catch (const Error&) {
+            // not a GGUF file: quantize_model says so below
+        }
+        if (in)
+            for (const TensorView& t : in->tensors())
+                if (block_elems(t.type) > 1)
+                    throw Error(a.in + " already holds quantized weights ('" + t.name + "' is " +
+                                std::string(dtype_name(t.type)) +
+                                "): quantizing them again adds rounding error and gains nothing; pass "
+                                "--allow-requantize to do it anyway");
+    }
 
     auto report = [&](const QuantizeTensorReport& r) {
         if (r.fell_back)
@@ -62,6 +85,9 @@ void register_quantize(CLI::App& app) {
                                            " (norm weights stay as they are)");
     cmd->add_option("-t,--threads", a->threads, "CPU threads (default: all)");
     cmd->add_flag("-v,--verbose", a->verbose, "one line per tensor on stderr");
+    cmd->add_flag("--force", a->force, "overwrite OUT when it exists");
+    cmd->add_flag("--allow-requantize", a->allow_requantize,
+                  "re-encode an input whose weights are already quantized (each rounding adds error)");
     cmd->add_option("--synthetic", a->synthetic, "not accepted: synthetic models cannot be rewritten")
         ->group("");  // hidden: there only to say why
     cmd->callback([a] { run_quantize(*a); });

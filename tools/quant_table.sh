@@ -31,7 +31,7 @@ for t in F32 F16 Q8_0 Q4_1 Q4_0; do
   model=models/SmolLM2-135M-Instruct.$t.gguf
   if [ ! -f "$model" ]; then
     lower=$(echo "$t" | tr 'A-Z' 'a-z')
-    "$RIDGE" quantize -m "$BASE" -o "$model" --type "$lower" >&2
+    "$RIDGE" quantize -m "$BASE" -o "$model" --type "$lower" --allow-requantize >&2
   fi
   size=$(stat -c %s "$model")
   bench=$("$RIDGE" bench -m "$model" -p 0 -n 128 -r "$REPS" -t "$THREADS" --json --probe-now 2>/dev/null)
