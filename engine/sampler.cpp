@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "weights/error.h"
 
@@ -36,6 +36,10 @@ void validate(const SamplerParams& p) {
     if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty))
         throw Error("--repeat-penalty " + std::to_string(p.repeat_penalty) + " must be a finite number > 0");
     if (p.repeat_last_n < 0) throw Error("--repeat-last-n " + std::to_string(p.repeat_last_n) + " must be >= 0");
+    if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f))
+        throw Error("--presence-penalty " + std::to_string(p.presence_penalty) + " must be in [-2, 2]");
+    if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f))
+        throw Error("--frequency-penalty " + std::to_string(p.frequency_penalty) + " must be in [-2, 2]");
 }
 
 Sampler::Sampler(const SamplerParams& p) : params_(p), rng_(p.seed) { validate(p); }
@@ -48,17 +52,22 @@ int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_
     throw Error("sampler: unknown kind");
 }
 
-// Repetition penalty -> (greedy | temperature -> top-k -> softmax -> top-p -> min-p -> draw).
+// Penalties (repetition, then presence and frequency) -> (greedy | temperature -> top-k -> softmax
+// -> top-p -> min-p -> draw).
 int32_t Sampler::sample_ridge(const float* logits, int n_vocab, std::span<const int32_t> history) {
     const SamplerParams& p = params_;
     work_.assign(logits, logits + n_vocab);
-    if (p.repeat_penalty != 1.0f && p.repeat_last_n > 0) {
+    const bool penalties = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+    if (penalties && p.repeat_last_n > 0) {
+        // The last repeat_last_n tokens, each with how often it occurs there (llama.cpp's window).
         const size_t from = history.size() > size_t(p.repeat_last_n) ? history.size() - size_t(p.repeat_last_n) : 0;
-        std::unordered_set<int32_t> seen(history.begin() + ptrdiff_t(from), history.end());
-        for (int32_t id : seen) {
+        std::unordered_map<int32_t, int> count;
+        for (size_t i = from; i < history.size(); i++) count[history[i]]++;
+        for (const auto& [id, n] : count) {
             if (id < 0 || id >= n_vocab) continue;
             float& l = work_[size_t(id)];
-            l = l > 0.0f ? l / p.repeat_penalty : l * p.repeat_penalty;
+            if (p.repeat_penalty != 1.0f) l = l > 0.0f ? l / p.repeat_penalty : l * p.repeat_penalty;
+            l -= float(n) * p.frequency_penalty + p.presence_penalty;
         }
     }
     if (p.temperature == 0.0f) return argmax(work_.data(), n_vocab);

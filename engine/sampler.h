@@ -34,7 +34,9 @@ struct SamplerParams {
     float top_p = 0.95f;         // keep the smallest set whose probability reaches top_p; 1 = off
     float min_p = 0.05f;         // drop tokens below min_p * (the top probability); 0 = off
     float repeat_penalty = 1.0f; // divide positive / multiply negative logits of recent tokens; 1 = off
-    int repeat_last_n = 64;      // how many recent tokens the penalty looks at
+    float presence_penalty = 0;  // subtracted once from the logit of every recent token; 0 = off
+    float frequency_penalty = 0; // subtracted from a recent token's logit once per time it occurs; 0 = off
+    int repeat_last_n = 64;      // how many recent tokens the penalties look at
     uint64_t seed = 42;
 };
 

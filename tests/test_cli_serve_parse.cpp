@@ -54,6 +54,8 @@ TEST(ServeParse, CompletionTakesTheServerDefaultsAndTheBodysFields) {
     EXPECT_FALSE(r.parse_special);  // special-token texts in a prompt are text unless asked
     EXPECT_TRUE(parse(R"({"prompt": "Hello", "parse_special": true})").parse_special);
     EXPECT_EQ(parse(R"({"prompt": "Hello", "stop": "END"})").stop, std::vector<std::string>{"END"});
+    EXPECT_FLOAT_EQ(parse(R"({"prompt": "Hello", "presence_penalty": 0.5})").sampling.presence_penalty, 0.5f);
+    EXPECT_FLOAT_EQ(parse(R"({"prompt": "Hello", "frequency_penalty": -1})").sampling.frequency_penalty, -1.0f);
     EXPECT_EQ(parse(R"({"prompt": "Hello", "stop": ["\n\n", "User:"]})").stop,
               (std::vector<std::string>{"\n\n", "User:"}));
     // What OpenAI clients send by default, or to say "none", is taken.
@@ -159,8 +161,8 @@ TEST(ServeParse, BadBodiesAreRefusedWith400NamingTheField) {
         {R"({"prompt": "x", "grammar": "root ::= x"})", "'grammar'"},
         {R"({"prompt": "x", "echo": true})", "'echo' is not supported"},
         {R"({"prompt": "x", "echo": 1})", "'echo' must be a boolean"},
-        {R"({"prompt": "x", "presence_penalty": 0.5})", "'presence_penalty' is not supported"},
-        {R"({"prompt": "x", "frequency_penalty": -1})", "'frequency_penalty' is not supported"},
+        {R"({"prompt": "x", "presence_penalty": 2.5})", "'presence_penalty' is 2.5: must be in [-2, 2]"},
+        {R"({"prompt": "x", "frequency_penalty": "x"})", "'frequency_penalty' must be a number"},
         {R"({"prompt": "x", "logit_bias": {"15": 2}})", "'logit_bias'"},
         {R"({"prompt": "x", "best_of": 3})", "'best_of'"},
         {R"({"prompt": "x", "suffix": "y"})", "'suffix'"},

@@ -148,6 +148,24 @@ TEST(Sampler, RepetitionPenaltyDemotesRecentTokens) {
     EXPECT_EQ(last1.sample(logits.data(), 3, older), 0);
 }
 
+TEST(Sampler, PresenceAndFrequencyPenaltiesSubtractFromRecentTokens) {
+    // Token 0 leads 2.0 vs 1.5 vs 1.2; it occurred twice, token 1 once.
+    const std::vector<float> logits = {2.0f, 1.5f, 1.2f};
+    const std::vector<int32_t> recent = {0, 1, 0};
+    SamplerParams p = greedy();
+    p.presence_penalty = 0.6f;  // 2.0 - 0.6 = 1.4, 1.5 - 0.6 = 0.9: token 0 still leads
+    EXPECT_EQ(Sampler(p).sample(logits.data(), 3, recent), 0);
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.3f;  // token 0: 2.0 - 2 x 0.3 = 1.4; token 1: 1.5 - 0.3 = 1.2: token 0
+    EXPECT_EQ(Sampler(p).sample(logits.data(), 3, recent), 0);
+    p.frequency_penalty = 0.5f;  // 2.0 - 1.0 = 1.0, 1.5 - 0.5 = 1.0, 1.2: token 2 leads
+    EXPECT_EQ(Sampler(p).sample(logits.data(), 3, recent), 2);
+    p.frequency_penalty = -0.5f;  // negative: encourages them
+    EXPECT_EQ(Sampler(p).sample(logits.data(), 3, {}), 0);
+    p.repeat_last_n = 1;  // only the last 0 counts: 2.0 + 0.5 vs 1.5
+    EXPECT_EQ(Sampler(p).sample(logits.data(), 3, recent), 0);
+}
+
 TEST(Sampler, RejectsBadParameters) {
     auto bad = [](auto set) {
         SamplerParams p;
@@ -162,6 +180,8 @@ TEST(Sampler, RejectsBadParameters) {
     bad([](SamplerParams& p) { p.top_p = 1.5f; });
     bad([](SamplerParams& p) { p.min_p = -0.5f; });
     bad([](SamplerParams& p) { p.repeat_penalty = 0.0f; });
+    bad([](SamplerParams& p) { p.presence_penalty = 2.5f; });
+    bad([](SamplerParams& p) { p.frequency_penalty = NAN; });
     SamplerParams ok;
     ok.top_p = 1.0f;
     EXPECT_NO_THROW(validate(ok));

@@ -64,7 +64,12 @@ void add_common_options(CLI::App* cmd, GenerateOptions& o) {
         ->capture_default_str();
     cmd->add_option("--repeat-penalty", o.sp.repeat_penalty, "penalty for recently seen tokens; 1 = off")
         ->capture_default_str();
-    cmd->add_option("--repeat-last-n", o.sp.repeat_last_n, "how many recent tokens the penalty sees")
+    cmd->add_option("--presence-penalty", o.sp.presence_penalty, "subtracted from every recent token's logit; 0 = off")
+        ->capture_default_str();
+    cmd->add_option("--frequency-penalty", o.sp.frequency_penalty,
+                    "subtracted from a recent token's logit per occurrence; 0 = off")
+        ->capture_default_str();
+    cmd->add_option("--repeat-last-n", o.sp.repeat_last_n, "how many recent tokens the penalties see")
         ->capture_default_str();
     cmd->add_option("--seed", o.sp.seed, "random seed (default: from the clock, printed on stderr)")
         ->each([&o](const std::string&) { o.seed_set = true; });

@@ -769,6 +769,10 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--top-p", o->sp.top_p, "default top-p in (0, 1]; 1 = off")->capture_default_str();
     cmd->add_option("--min-p", o->sp.min_p, "default min-p; 0 = off")->capture_default_str();
     cmd->add_option("--repeat-penalty", o->sp.repeat_penalty, "default repeat penalty; 1 = off")->capture_default_str();
+    cmd->add_option("--presence-penalty", o->sp.presence_penalty, "default presence penalty; 0 = off")
+        ->capture_default_str();
+    cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "default frequency penalty; 0 = off")
+        ->capture_default_str();
     cmd->add_option("--repeat-last-n", o->sp.repeat_last_n, "how many recent tokens the penalty sees")
         ->capture_default_str();
     cmd->callback([o]() { run_serve(*o); });

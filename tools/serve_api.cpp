@@ -212,9 +212,13 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
         if (bool_field(*v, "echo")) bad("'echo' is not supported");
     if (const json* v = field(j, "suffix"))
         if (!(v->is_string() && v->get<std::string>().empty())) bad("'suffix' is not supported");
-    for (const char* name : {"presence_penalty", "frequency_penalty"})
-        if (const json* v = field(j, name))
-            if (number_field(*v, name) != 0.0) bad("'" + std::string(name) + "' is not supported (repeat_penalty is)");
+    for (const auto& [name, to] : {std::pair{"presence_penalty", &r.sampling.presence_penalty},
+                                   std::pair{"frequency_penalty", &r.sampling.frequency_penalty}})
+        if (const json* v = field(j, name)) {
+            const double x = number_field(*v, name);
+            if (!(x >= -2 && x <= 2)) bad("'" + std::string(name) + "' is " + fmt(x) + ": must be in [-2, 2]");
+            *to = float(x);
+        }
     if (const json* v = field(j, "best_of"))
         if (integer_field(*v, "best_of") != 1) bad("'best_of' is not supported");
     if (const json* v = field(j, "logprobs")) {
