@@ -2,8 +2,8 @@
 // bandwidth measured in the same run. The matvec (one row of X) on every weight matrix shape of the
 // 8B model (q/o 4096x4096, k/v 1024x4096, gate/up 14336x4096, down 4096x14336, the output head
 // 128256x4096) in BF16, Q8_0 and Q4_0: microseconds, GB/s of weights read, % of the read
-// bandwidth; then decode attention over 4K and 16K keys of an F16 cache (32 query heads, 8 KV
-// heads of 128). Prints "no CUDA device (why)" and exits 0 where there is none (or no CUDA in the
+// bandwidth; then decode attention (v1_split and v3_wide) over 1K, 4K and 16K keys of an F16 cache
+// (32 query heads, 8 KV heads of 128). Prints "no CUDA device (why)" and exits 0 where there is none (or no CUDA in the
 // build). Part of the GPU bundle (tools/gpu_bundle.sh).
 //   bench_cuda_decode [--reps N]
 #include <cstdio>
@@ -57,13 +57,14 @@ int main(int argc, char** argv) {
                             (std::to_string(s.n) + " x " + std::to_string(s.k)).c_str(), m.median_s * 1e6, gbs,
                             100.0 * gbs / read_gbs, s.name);
             }
-        for (int keys : {4096, 16384}) {
-            double bytes = 0;
-            const ridge::cuda::Timing a = ridge::cuda::time_decode_attention(keys, 32, 8, 128, reps, &bytes);
-            const double gbs = bytes / a.median_s / 1e9;
-            std::printf("attention %5d keys: %8.1f us, %7.1f GB/s, %5.1f%% of read\n", keys, a.median_s * 1e6, gbs,
-                        100.0 * gbs / read_gbs);
-        }
+        for (const char* variant : {"v1_split", "v3_wide"})
+            for (int keys : {1024, 4096, 16384}) {
+                double bytes = 0;
+                const ridge::cuda::Timing a = ridge::cuda::time_decode_attention(keys, 32, 8, 128, reps, &bytes, variant);
+                const double gbs = bytes / a.median_s / 1e9;
+                std::printf("attention %s %5d keys: %8.1f us, %7.1f GB/s, %5.1f%% of read\n", variant, keys,
+                            a.median_s * 1e6, gbs, 100.0 * gbs / read_gbs);
+            }
     } catch (const ridge::Error& e) {
         std::fprintf(stderr, "bench_cuda_decode: %s\n", e.what());
         return 1;

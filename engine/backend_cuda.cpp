@@ -99,6 +99,10 @@ public:
         : engine_(engine), c_(engine.config()), w_(std::move(weights)) {
         cuda::use_device(w_->device);
         stream_ = std::make_unique<cuda::Stream>();
+        // Decode attention's splits a row, fixed for the backend's life: a row's result then never
+        // depends on the step or the batch, and every step's launch has the same grid.
+        split_cap_ = cuda::attention_v3_split_cap(cuda::device_info(w_->device).sm_count,
+                                                  AttentionShape{c_.n_heads, c_.n_kv_heads, c_.head_dim});
     }
 
     Activations begin(const Batch& batch, KVCache& cache, Workspace& ws) override {
@@ -183,15 +187,17 @@ public:
         // The runs, as on the CPU.
         split_batch(batch, engine_.plan().tiled_min_rows, ws.runs, ws.out_seq, ws.out_pos, ws.out_runs);
 
-        // Decode attention launches for the cache's capacity (its splits of kSplitKeys keys), not for
-        // the rows' current lengths, so that a captured step stays valid while the rows grow; its
-        // scratch is sized before any kernel is queued (a graph capture must not allocate).
+        // Decode attention launches for the most splits a row can have (v3: the cap; v1: the
+        // cache capacity's splits of kSplitKeys keys), not for the rows' current lengths, so that a
+        // captured step stays valid while the rows grow; its scratch is sized before any kernel is
+        // queued (a graph capture must not allocate).
         const AttentionShape heads{c_.n_heads, c_.n_kv_heads, c_.head_dim};
-        launch_splits_ = (cache.n_ctx() + cuda::kSplitKeys - 1) / cuda::kSplitKeys;
+        const bool v3 = cuda::attention_v3_fits(cache.layer(0), heads);
+        launch_splits_ = v3 ? split_cap_ : (cache.n_ctx() + cuda::kSplitKeys - 1) / cuda::kSplitKeys;
         size_t scratch = 0;
         for (const RowRun& run : ws.runs)
-            scratch = std::max(scratch, cuda::attention_v1_split_workspace_bytes(rows_host_.data() + run.begin, run.rows(),
-                                                                                 heads, launch_splits_));
+            scratch = std::max(scratch, cuda::attention_split_workspace_bytes(rows_host_.data() + run.begin, run.rows(),
+                                                                              heads, launch_splits_, v3 ? split_cap_ : 0));
         grow(attn_scratch_, scratch);
 
         // The graph key: everything the captured launches baked in (the model, the rows and which
@@ -291,10 +297,10 @@ public:
     AttentionCost attention(const RowRun& run, const KVLayer& kv, const float* q, float* out) override {
         // Both copies of the rows hold device block-table pointers (the host one sizes the launch).
         const cuda::AttentionRows rows{rows_.as<AttentionRow>() + run.begin, rows_host_.data() + run.begin, run.rows(),
-                                       launch_splits_};
+                                       launch_splits_, split_cap_};
         const AttentionShape heads{c_.n_heads, c_.n_kv_heads, c_.head_dim};
         return run.tiled ? cuda::attention(*stream_, q, rows, kv, heads, out, attn_scratch_)
-                         : cuda::attention_v1_split(*stream_, q, rows, kv, heads, out, attn_scratch_);
+                         : cuda::attention_decode(*stream_, q, rows, kv, heads, out, attn_scratch_);
     }
     Cost swiglu(const float* gate, const float* up, int64_t n, float* out) override {
         return cuda::swiglu(*stream_, gate, up, n, out);
@@ -309,7 +315,8 @@ private:
     cuda::Graph graph_;                     // the decode step, captured
     std::vector<uint64_t> key_;             // what the graph of this pass baked in
     bool all_row_exact_ = false;
-    int launch_splits_ = 0;                 // decode attention's grid: the cache capacity's splits
+    int launch_splits_ = 0;                 // decode attention's grid: the most splits a row can have
+    int split_cap_ = 0;                     // v3_wide's splits a row, from the SM count
     int64_t m_ = 0, m_out_ = 0;
     // (m, width) activations, named as Activations names them
     cuda::DeviceBuffer x_, x_norm_, q_, k_, v_, attn_, attn_out_, ffn_gate_, ffn_up_, ffn_act_, ffn_out_;
@@ -318,7 +325,7 @@ private:
     cuda::DeviceBuffer slots_;              // (m) int64
     cuda::DeviceBuffer rows_;               // (m) AttentionRow with device block-table pointers
     cuda::DeviceBuffer tables_;             // the batch's sequences' block tables, one after another
-    cuda::DeviceBuffer attn_scratch_;       // attention_v1_split's partial results
+    cuda::DeviceBuffer attn_scratch_;       // decode attention's partial results
     std::vector<AttentionRow> rows_host_;   // (m) host copy of rows_
     std::vector<int32_t> tables_host_;
     cuda::PinnedBuffer staging_;            // a pass's uploads, one after another

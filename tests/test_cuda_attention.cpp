@@ -1,13 +1,15 @@
 // kernels/cuda/attention against kernels/cpu: kv_store bit for bit against cpu::kv_store (f32 and
-// f16 pools, shuffled block tables, block sizes 16 and 5, f16 rounding edge values); v1_split and
-// v2_flash against cpu::attention_v0_scalar on seeded random caches (head_dim 8 .. 256, GQA
-// groups 1 .. 8, 1 .. 1037 keys, prefill chunks at position 0 and past it), their costs against
-// the CPU's cost functions, the dispatch, and the errors. GPU tests skip without a device; the
-// workspace sizing is host code and runs anywhere.
+// f16 pools, shuffled block tables, block sizes 16 and 5, f16 rounding edge values); v1_split,
+// v3_wide (its own cap, 3 and 1 splits a row) and v2_flash against cpu::attention_v0_scalar on
+// seeded random caches (head_dim 8 .. 256, GQA groups 1 .. 8, 1 .. 1037 keys, prefill chunks at
+// position 0 and past it), their costs against the CPU's cost functions, the dispatch, and the
+// errors. GPU tests skip without a device; the workspace sizing and v3's cap are host code and run
+// anywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -141,11 +143,28 @@ std::string describe(const cpu::AttentionShape& s, int block_size, DType type) {
 const std::vector<cpu::AttentionShape> kShapes = {{8, 4, 8},   {9, 3, 64},  {32, 8, 128}, {6, 2, 72},
                                                    {4, 4, 256}, {3, 1, 9},   {16, 2, 64},  {5, 1, 40}};
 
-// Decode rows of six sequences against the scalar twin: a long one (1037 keys, five splits) seen
-// at its end and at position 512, 7 keys, 1 key, 300, exactly one split (256) and one past it
-// (257: a second split of one key). Then each row alone gives the same bits as among the seven.
-void decode_matches_scalar(const cpu::AttentionShape& s, int block_size, DType type) {
-    SCOPED_TRACE(describe(s, block_size, type));
+// A decode variant under test: v1_split, or v3_wide with a split cap (0: the device's).
+struct DecodeVariant {
+    std::string name;
+    std::function<cpu::AttentionCost(const cuda::Stream&, const float*, const cuda::AttentionRows&,
+                                     const cpu::KVLayer&, const cpu::AttentionShape&, float*, cuda::DeviceBuffer&)>
+        run;
+    int split_cap = 0;  // v3's, passed in the rows
+    bool v3 = false;
+};
+const std::vector<DecodeVariant> kDecodeVariants = {
+    {"v1_split", cuda::attention_v1_split, 0, false},
+    {"v3_wide (the device's cap)", cuda::attention_v3_wide, 0, true},
+    {"v3_wide (3 splits a row)", cuda::attention_v3_wide, 3, true},
+    {"v3_wide (1 split a row)", cuda::attention_v3_wide, 1, true},
+};
+
+// Decode rows of six sequences against the scalar twin: a long one (1037 keys; v1: five splits)
+// seen at its end and at position 512, 7 keys, 1 key, 300, exactly one v1 split (256) and one past
+// it (257: a second split of one key). Then the launch for more splits than any row has, and each
+// row alone, give the same bits as the seven together.
+void decode_matches_scalar(const cpu::AttentionShape& s, int block_size, DType type, const DecodeVariant& variant) {
+    SCOPED_TRACE(describe(s, block_size, type) + ", " + variant.name);
     const int kv_dim = s.n_kv_heads * s.head_dim, q_dim = s.n_heads * s.head_dim;
     cuda::Stream stream;
     Cache c = make_cache(stream, type, block_size, kv_dim, {1037, 7, 1, 300, 256, 257}, 11);
@@ -165,36 +184,38 @@ void decode_matches_scalar(const cpu::AttentionShape& s, int block_size, DType t
     const cuda::DeviceBuffer q_dev = to_device(q), rows_dev = to_device(rows_gpu);
     const cuda::DeviceBuffer out = poisoned_floats(size_t(m * q_dim));
     finish_copies(out);
-    const cuda::AttentionRows rows{rows_dev.as<cpu::AttentionRow>(), rows_gpu.data(), m};
-    cuda::DeviceBuffer workspace;  // empty: v1 grows it
-    const cpu::AttentionCost cost =
-        cuda::attention_v1_split(stream, q_dev.as<float>(), rows, c.device_layer(), s, out.as<float>(), workspace);
+    const int cap = variant.v3 && variant.split_cap == 0
+                        ? cuda::attention_v3_split_cap(cuda::device_info().sm_count, s)
+                        : variant.split_cap;
+    const cuda::AttentionRows rows{rows_dev.as<cpu::AttentionRow>(), rows_gpu.data(), m, 0, variant.split_cap};
+    cuda::DeviceBuffer workspace;  // empty: the variant grows it
+    const cpu::AttentionCost cost = variant.run(stream, q_dev.as<float>(), rows, c.device_layer(), s, out.as<float>(), workspace);
     stream.sync();
     const auto got = from_device<float>(out, size_t(m * q_dim));
-    expect_close(got.data(), want.data(), got.size(), 1e-4, 1e-3, "v1_split");
-    expect_cost_eq(cost, want_cost, "v1_split");
-    EXPECT_GE(workspace.size(), cuda::attention_v1_split_workspace_bytes(rows_gpu.data(), m, s));
+    expect_close(got.data(), want.data(), got.size(), 1e-4, 1e-3, variant.name.c_str());
+    expect_cost_eq(cost, want_cost, variant.name);
+    EXPECT_GE(workspace.size(), cuda::attention_split_workspace_bytes(rows_gpu.data(), m, s, 0, cap));
 
     // Launched for more splits than the longest row needs (a graph captured for a cache's
     // capacity): the blocks past each row's keys do nothing, and every output is the same bit for bit.
     {
         const cuda::DeviceBuffer wide_out = poisoned_floats(size_t(m * q_dim));
         finish_copies(wide_out);
-        const cuda::AttentionRows wide{rows_dev.as<cpu::AttentionRow>(), rows_gpu.data(), m, /*launch_splits=*/9};
-        cuda::attention_v1_split(stream, q_dev.as<float>(), wide, c.device_layer(), s, wide_out.as<float>(), workspace);
+        const int launch = std::max(9, cap + 2);
+        const cuda::AttentionRows wide{rows_dev.as<cpu::AttentionRow>(), rows_gpu.data(), m, launch, variant.split_cap};
+        variant.run(stream, q_dev.as<float>(), wide, c.device_layer(), s, wide_out.as<float>(), workspace);
         stream.sync();
         const auto got_wide = from_device<float>(wide_out, size_t(m * q_dim));
         ASSERT_EQ(std::memcmp(got_wide.data(), got.data(), got.size() * sizeof(float)), 0)
-            << "a launch for 9 splits differs from one for the longest row's";
-        EXPECT_GE(workspace.size(), cuda::attention_v1_split_workspace_bytes(rows_gpu.data(), m, s, 9));
+            << "a launch for " << launch << " splits differs from one for the longest row's";
+        EXPECT_GE(workspace.size(), cuda::attention_split_workspace_bytes(rows_gpu.data(), m, s, launch, cap));
     }
 
     for (int64_t i = 0; i < m; i++) {
         const cuda::DeviceBuffer one_out = poisoned_floats(size_t(q_dim));
         finish_copies(one_out);
-        const cuda::AttentionRows one{rows_dev.as<cpu::AttentionRow>() + i, rows_gpu.data() + i, 1};
-        cuda::attention_v1_split(stream, q_dev.as<float>() + i * q_dim, one, c.device_layer(), s, one_out.as<float>(),
-                                 workspace);
+        const cuda::AttentionRows one{rows_dev.as<cpu::AttentionRow>() + i, rows_gpu.data() + i, 1, 0, variant.split_cap};
+        variant.run(stream, q_dev.as<float>() + i * q_dim, one, c.device_layer(), s, one_out.as<float>(), workspace);
         stream.sync();
         const auto alone = from_device<float>(one_out, size_t(q_dim));
         for (int e = 0; e < q_dim; e++)
@@ -290,7 +311,18 @@ TEST(CudaAttention, DecodeSplitMatchesScalar) {
     RIDGE_REQUIRE_GPU();
     for (const auto& s : kShapes)
         for (int bs : {16, 5})
-            for (DType t : {DType::F32, DType::F16}) decode_matches_scalar(s, bs, t);
+            for (DType t : {DType::F32, DType::F16}) decode_matches_scalar(s, bs, t, kDecodeVariants[0]);
+}
+
+// v3_wide on every shape whose head_dim is a multiple of 8 (the others: attention_decode takes v1).
+TEST(CudaAttention, DecodeWideMatchesScalar) {
+    RIDGE_REQUIRE_GPU();
+    for (const auto& s : kShapes) {
+        if (s.head_dim % 8 != 0) continue;
+        for (int bs : {16, 5})
+            for (DType t : {DType::F32, DType::F16})
+                for (size_t v = 1; v < kDecodeVariants.size(); v++) decode_matches_scalar(s, bs, t, kDecodeVariants[v]);
+    }
 }
 
 TEST(CudaAttention, FlashChunkMatchesScalar) {
@@ -343,6 +375,20 @@ TEST(CudaAttention, RejectsWhatItCannotTake) {
     const std::vector<cpu::AttentionRow> empty = {{c.table_dev(0), 0}};
     EXPECT_TRUE(has(v1({two_dev.as<cpu::AttentionRow>(), empty.data(), 1}, c.device_layer(), s), "has 0 keys"));
     EXPECT_TRUE(has(v1({nullptr, two.data(), 2}, c.device_layer(), s), "null device rows"));
+    // v3_wide: a head_dim that is no multiple of 8, a pool off 16-byte alignment, a cap above the most.
+    auto v3 = [&](const cuda::AttentionRows& r, const cpu::KVLayer& kv, const cpu::AttentionShape& shape) {
+        return error_of([&] { cuda::attention_v3_wide(stream, q.as<float>(), r, kv, shape, out.as<float>(), ws); });
+    };
+    cpu::KVLayer odd = c.device_layer();
+    odd.kv_dim = 12;
+    EXPECT_TRUE(has(v3(rows, odd, {2, 2, 6}), "multiples of 8"));
+    cpu::KVLayer shifted = c.device_layer();
+    shifted.k += 4;
+    EXPECT_FALSE(cuda::attention_v3_fits(shifted, s));
+    EXPECT_TRUE(has(v3(rows, shifted, s), "16-byte aligned"));
+    EXPECT_TRUE(cuda::attention_v3_fits(c.device_layer(), s));
+    EXPECT_TRUE(has(v3({two_dev.as<cpu::AttentionRow>(), two.data(), 2, 0, cuda::kMaxSplitCap + 1}, c.device_layer(), s),
+                    "split_cap 257"));
     // No rows: nothing to do, a zero cost.
     const cpu::AttentionCost none = cuda::attention_v1_split(stream, q.as<float>(), {nullptr, nullptr, 0},
                                                              c.device_layer(), s, out.as<float>(), ws);
@@ -351,16 +397,35 @@ TEST(CudaAttention, RejectsWhatItCannotTake) {
     stream.sync();
 }
 
-// Host code only (no device needed): the partials v1_split needs for a batch of rows.
+// Host code only (no device needed): the partials the decode variants need for a batch of rows.
 TEST(CudaAttention, WorkspaceHoldsTheSplitsOfTheLongestRow) {
     const int32_t table[1] = {0};  // never read
     const cpu::AttentionShape s{9, 3, 64};
     const cpu::AttentionRow one_split[2] = {{table, 1}, {table, cuda::kSplitKeys}};
-    EXPECT_EQ(cuda::attention_v1_split_workspace_bytes(one_split, 2, s), 0u);  // each block writes its row
+    EXPECT_EQ(cuda::attention_split_workspace_bytes(one_split, 2, s), 0u);  // each block writes its row
     const cpu::AttentionRow rows[3] = {{table, 1}, {table, cuda::kSplitKeys + 1}, {table, 1000}};
     // 1000 keys: 4 splits of 256; every (row, head) gets 4 records of (max, sum, 64 weighted values).
-    EXPECT_EQ(cuda::attention_v1_split_workspace_bytes(rows, 3, s), size_t(3) * 9 * 4 * (64 + 2) * sizeof(float));
-    EXPECT_EQ(cuda::attention_v1_split_workspace_bytes(rows, 0, s), 0u);
+    EXPECT_EQ(cuda::attention_split_workspace_bytes(rows, 3, s), size_t(3) * 9 * 4 * (64 + 2) * sizeof(float));
+    EXPECT_EQ(cuda::attention_split_workspace_bytes(rows, 0, s), 0u);
+    // v3 with at most 3 splits a row: 1 key is one split of 64; 257 keys, three of 96 (ceil(257/3)
+    // = 86, up to a multiple of 32); 1000 keys, three of 352. With a cap of 100, 1000 keys are cut
+    // in 64s (10 a split is below the least): 16 splits.
+    EXPECT_EQ(cuda::attention_split_workspace_bytes(rows, 3, s, 0, 3), size_t(3) * 9 * 3 * (64 + 2) * sizeof(float));
+    EXPECT_EQ(cuda::attention_split_workspace_bytes(rows, 3, s, 0, 100), size_t(3) * 9 * 16 * (64 + 2) * sizeof(float));
+    EXPECT_EQ(cuda::attention_split_workspace_bytes(rows, 1, s, 0, 3), 0u);  // 1 key: one split, no partials
+    EXPECT_EQ(cuda::attention_split_workspace_bytes(rows, 3, s, 5, 3), size_t(3) * 9 * 5 * (64 + 2) * sizeof(float));
+}
+
+// Host code only: v3's cap gives one row two blocks a multiprocessor. An H200 (132 SMs) on a
+// Llama-3-8B layer (32 query heads on 8 KV heads: a block per KV head and split) takes ceil(264 /
+// 8) = 33 splits; SmolLM2 (9 on 3: groups of 3 in one block of 4) ceil(264 / 3) = 88; no SMs
+// reported counts as one; the cap stops at kMaxSplitCap.
+TEST(CudaAttention, WideSplitCapFromTheSmCount) {
+    EXPECT_EQ(cuda::attention_v3_split_cap(132, {32, 8, 128}), 33);
+    EXPECT_EQ(cuda::attention_v3_split_cap(132, {9, 3, 64}), 88);
+    EXPECT_EQ(cuda::attention_v3_split_cap(132, {16, 2, 64}), 66);  // group 8: two blocks of 4 a KV head
+    EXPECT_EQ(cuda::attention_v3_split_cap(0, {32, 8, 128}), 1);
+    EXPECT_EQ(cuda::attention_v3_split_cap(1000, {1, 1, 64}), cuda::kMaxSplitCap);
 }
 
 }  // namespace

@@ -86,7 +86,7 @@ if want sanitizers; then
     if [ "$gpu" = 0 ]; then row "compute-sanitizer $tool" "$nogpu"; continue; fi
     if [ -z "$san" ]; then row "compute-sanitizer $tool" "unavailable: compute-sanitizer not found"; continue; fi
     errors=0 ran=0 note=""
-    for spec in "test_cuda_ops:*" "test_cuda_matvec:*MatchesScalar*" "test_cuda_attention:*DecodeSplit*:*FlashChunk*" \
+    for spec in "test_cuda_ops:*" "test_cuda_matvec:*MatchesScalar*" "test_cuda_attention:*DecodeWide*:*FlashChunk*" \
                 "test_cuda_matmul:*HandWorked*"; do
       bin=${spec%%:*} filter=${spec#*:}
       [ -x "$here/bin/$bin" ] || continue

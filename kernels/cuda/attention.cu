@@ -28,6 +28,21 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // One KV element as f32 (f16 converted exactly), through the read-only cache.
 __device__ __forceinline__ float kv_load(const float* p) { return __ldg(p); }
 __device__ __forceinline__ float kv_load(const __half* p) { return __half2float(__ldg(p)); }
+// Eight consecutive KV elements p[0..7] as f32 in 16-byte loads (one for f16, two for f32).
+// Precondition: p is 16-byte aligned.
+__device__ __forceinline__ void kv_load8(const float* p, float (&x)[8]) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+__device__ __forceinline__ void kv_load8(const __half* p, float (&x)[8]) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+    const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        const float2 f = __half22float2(h[t]);
+        x[2 * t] = f.x, x[2 * t + 1] = f.y;
+    }
+}
 // x stored as a KV element (f16: round to nearest even, __float2half_rn).
 __device__ __forceinline__ void kv_put(float* p, float x) { *p = x; }
 __device__ __forceinline__ void kv_put(__half* p, float x) { *p = __float2half_rn(x); }
@@ -69,7 +84,8 @@ __global__ void __launch_bounds__(kStoreThreads)
 }
 
 // ---------------------------------------------------------------------------------------------
-// v1_split: decode rows, flash-decoding
+// v1_split and v3_wide: decode rows, flash-decoding (one kernel body; v3 differs in where a lane's
+// dims lie and how a row's keys are split, template and argument below)
 
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeThreads = 32 * kDecodeWarps;
@@ -84,24 +100,42 @@ struct DecodeArgs {
     float* out;                     // (m, n_heads * head_dim) f32
     int kv_dim, block_size, n_heads, group, head_dim;
     int max_splits;                 // grid x: splits of the longest row
+    int split_cap;                  // 0: splits of kSplitKeys keys (v1); else at most this many a row (v3)
     float q_scale;                  // log2(e) / sqrt(head_dim)
 };
 
+// Keys per split of a row of n_keys keys: kSplitKeys (split_cap 0, v1), else the row's keys over
+// at most split_cap splits, a multiple of 32 and at least kMinSplitKeys (v3). Depends on the row
+// alone, so a row's result is the same in any batch.
+constexpr int kMinSplitKeys = 64;
+__host__ __device__ inline int split_keys(int n_keys, int split_cap) {
+    if (split_cap <= 0) return kSplitKeys;
+    const int per = ((n_keys + split_cap - 1) / split_cap + 31) / 32 * 32;
+    return per < kMinSplitKeys ? kMinSplitKeys : per;
+}
+__host__ __device__ inline int n_splits_of(int n_keys, int split_cap) {
+    const int per = split_keys(n_keys, split_cap);
+    return (n_keys + per - 1) / per;
+}
+
 // Contract: for row i = blockIdx.z, KV head g and query heads h0 .. h0+ng-1 of its group (blockIdx.y
 // = g * n_chunks + chunk; h0 = g*group + chunk*G, ng = min(G, group - chunk*G)), keys j of split
-// blockIdx.x (j in [256*split, min(n_keys, 256*(split+1))); a split past the row's keys exits):
+// blockIdx.x (j in [S*split, min(n_keys, S*(split+1))), S = split_keys(n_keys, a.split_cap); a
+// split past the row's keys exits):
 //   s_j = q[i,h] . K[key j, g] * log2(e)/sqrt(head_dim), M = max_j s_j, l = sum_j 2^(s_j - M),
 //   acc = sum_j 2^(s_j - M) V[key j, g].
 // A row with one split writes out[i,h] = acc / l itself; else partials[i,h,split] = (M, l, acc).
 // Launch: grid (max_splits, n_kv_heads * ceil(group / G), m), block (kDecodeThreads). The block's
-// 4 warps each run 32/LPK key streams of LPK lanes (a lane holds 8 dims, strided by LPK: coalesced
-// loads); stream t takes keys j0 + t, j0 + t + 4*32/LPK, ... with its own online softmax for the
-// ng heads; the streams merge by shuffles within each warp, the warps through shared memory
-// (4*G*(2 + 256) floats, static). Needs head_dim <= 8*LPK, T float or __half.
+// 4 warps each run 32/LPK key streams of LPK lanes; stream t takes keys j0 + t, j0 + t + 4*32/LPK,
+// ... with its own online softmax for the ng heads; the streams merge by shuffles within each
+// warp, the warps through shared memory (4*G*(2 + 256) floats, static). A lane holds 8 dims of a
+// key: Wide false (v1), dims sub + LPK*t, one 2- or 4-byte load each (coalesced across the LPK
+// lanes); Wide true (v3), dims 8*sub .. 8*sub+7 in 16-byte loads, which needs head_dim and kv_dim
+// multiples of 8 and 16-byte aligned pools. Needs head_dim <= 8*LPK, T float or __half.
 // Cost: FLOPs per key and query head 4*head_dim + 4 (as counted by ridge::attention_cost); bytes:
 // each key and value of the split once for the ng heads (kv_dim/n_kv_heads elements each).
-template <class T, int LPK, int G>
-__global__ void __launch_bounds__(kDecodeThreads) attention_v1_split_kernel(const DecodeArgs a) {
+template <class T, int LPK, int G, bool Wide>
+__global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(const DecodeArgs a) {
     static_assert(32 % LPK == 0 && LPK * kDecodeDims <= kMaxHeadDim, "LPK lanes per key");
     constexpr int KPW = 32 / LPK;                // key streams per warp
     constexpr int kStreams = kDecodeWarps * KPW;  // key streams per block
@@ -112,23 +146,25 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_v1_split_kernel(cons
     const int g = blockIdx.y / n_chunks, chunk = blockIdx.y % n_chunks;
     const int64_t i = blockIdx.z;
     const AttentionRow row = a.rows[i];
-    const int j_begin = split * kSplitKeys;
+    const int per_split = split_keys(row.n_keys, a.split_cap);
+    const int j_begin = split * per_split;
     if (j_begin >= row.n_keys) return;  // the row has fewer splits than the longest (the whole block)
-    const int j_end = min(row.n_keys, j_begin + kSplitKeys);
-    const int n_splits = (row.n_keys + kSplitKeys - 1) / kSplitKeys;
+    const int j_end = min(row.n_keys, j_begin + per_split);
+    const int n_splits = (row.n_keys + per_split - 1) / per_split;
     const int h0 = g * a.group + chunk * G;  // first query head of this block
     const int ng = min(G, a.group - chunk * G);  // its query heads (block-uniform)
     const int hd = a.head_dim, q_dim = a.n_heads * hd;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int kw = lane / LPK, sub = lane % LPK;  // key stream within the warp, lane within the key
+    auto dim = [sub](int t) { return Wide ? kDecodeDims * sub + t : sub + LPK * t; };  // this lane's t-th dim
 
     float qr[G][kDecodeDims];  // this lane's dims of each head's query, pre-scaled; 0 past head_dim
 #pragma unroll
     for (int hh = 0; hh < G; hh++)
 #pragma unroll
         for (int t = 0; t < kDecodeDims; t++) {
-            const int c = sub + LPK * t;
+            const int c = dim(t);
             qr[hh][t] = (hh < ng && c < hd) ? a.q[i * q_dim + int64_t(h0 + hh) * hd + c] * a.q_scale : 0.0f;
         }
 
@@ -152,11 +188,21 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_v1_split_kernel(cons
             const int64_t slot = int64_t(row.block_table[j / a.block_size]) * a.block_size + j % a.block_size;
             const T* ks = K + slot * a.kv_dim;
             const T* vs = V + slot * a.kv_dim;
+            if constexpr (Wide) {
+                if (dim(0) < hd) {  // head_dim is a multiple of 8: the lane's 8 dims are all in or all out
+                    kv_load8(ks + dim(0), kr);
+                    kv_load8(vs + dim(0), vr);
+                } else {
 #pragma unroll
-            for (int t = 0; t < kDecodeDims; t++) {
-                const int c = sub + LPK * t;
-                kr[t] = c < hd ? kv_load(ks + c) : 0.0f;
-                vr[t] = c < hd ? kv_load(vs + c) : 0.0f;
+                    for (int t = 0; t < kDecodeDims; t++) kr[t] = vr[t] = 0.0f;
+                }
+            } else {
+#pragma unroll
+                for (int t = 0; t < kDecodeDims; t++) {
+                    const int c = dim(t);
+                    kr[t] = c < hd ? kv_load(ks + c) : 0.0f;
+                    vr[t] = c < hd ? kv_load(vs + c) : 0.0f;
+                }
             }
         } else {
 #pragma unroll
@@ -211,7 +257,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_v1_split_kernel(cons
             }
 #pragma unroll
             for (int t = 0; t < kDecodeDims; t++) {
-                const int c = sub + LPK * t;
+                const int c = dim(t);
                 if (c < hd) red[warp][hh][2 + c] = acc[hh][t];
             }
         }
@@ -245,16 +291,17 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_v1_split_kernel(cons
 
 // Contract: for row i = blockIdx.y and query head h = blockIdx.x, when the row has n_splits > 1:
 //   M = max_s M_s, out[i,h,c] = sum_s 2^(M_s - M) acc_s[c] / sum_s 2^(M_s - M) l_s, splits in order.
-//   partials: (m, n_heads, max_splits, head_dim + 2) from attention_v1_split_kernel; out as there.
+//   n_splits = n_splits_of(n_keys, split_cap); partials: (m, n_heads, max_splits, head_dim + 2)
+//   from attention_decode_kernel; out as there.
 // Launch: grid (n_heads, m), block (32 * ceil(head_dim / 32)) threads, thread c = dim c.
 // Cost: per row and head 3*n_splits*head_dim FLOPs (not counted: the contract's cost is the
 // attention's); reads n_splits*(head_dim + 2) floats.
 __global__ void __launch_bounds__(kMaxHeadDim)
     attention_v1_combine_kernel(const AttentionRow* __restrict__ rows, const float* __restrict__ partials,
-                                int n_heads, int head_dim, int max_splits, float* __restrict__ out) {
+                                int n_heads, int head_dim, int max_splits, int split_cap, float* __restrict__ out) {
     const int h = blockIdx.x, c = threadIdx.x;
     const int64_t i = blockIdx.y;
-    const int n_splits = (rows[i].n_keys + kSplitKeys - 1) / kSplitKeys;
+    const int n_splits = n_splits_of(rows[i].n_keys, split_cap);
     if (n_splits == 1 || c >= head_dim) return;  // one split: the split kernel wrote the output
     const int rec_len = head_dim + 2;
     const float* rec = partials + (i * n_heads + h) * int64_t(max_splits) * rec_len;  // (max_splits, head_dim + 2)
@@ -529,9 +576,9 @@ void check_rows(const AttentionRows& rows, const float* q, const float* out, boo
 
 float q_scale(int head_dim) { return float(kLog2e / std::sqrt(double(head_dim))); }
 
-int max_splits_of(const AttentionRow* rows_host, int64_t m) {
+int max_splits_of(const AttentionRow* rows_host, int64_t m, int split_cap) {
     int most = 0;
-    for (int64_t i = 0; i < m; i++) most = std::max(most, (rows_host[i].n_keys + kSplitKeys - 1) / kSplitKeys);
+    for (int64_t i = 0; i < m; i++) most = std::max(most, n_splits_of(rows_host[i].n_keys, split_cap));
     return most;
 }
 
@@ -541,24 +588,84 @@ int lanes_per_key(int head_dim) { return head_dim <= 32 ? 4 : head_dim <= 64 ? 8
 // block of 4 with a head idle; 8 takes two).
 int heads_per_block(int group) { return group == 1 ? 1 : group == 2 ? 2 : 4; }
 
-template <class T, int LPK>
-void launch_v1_split_g(int G, dim3 grid, const DecodeArgs& a, cudaStream_t st) {
+template <class T, int LPK, bool Wide>
+void launch_decode_g(int G, dim3 grid, const DecodeArgs& a, cudaStream_t st) {
     switch (G) {
-        case 1: attention_v1_split_kernel<T, LPK, 1><<<grid, kDecodeThreads, 0, st>>>(a); break;
-        case 2: attention_v1_split_kernel<T, LPK, 2><<<grid, kDecodeThreads, 0, st>>>(a); break;
-        default: attention_v1_split_kernel<T, LPK, 4><<<grid, kDecodeThreads, 0, st>>>(a); break;
+        case 1: attention_decode_kernel<T, LPK, 1, Wide><<<grid, kDecodeThreads, 0, st>>>(a); break;
+        case 2: attention_decode_kernel<T, LPK, 2, Wide><<<grid, kDecodeThreads, 0, st>>>(a); break;
+        default: attention_decode_kernel<T, LPK, 4, Wide><<<grid, kDecodeThreads, 0, st>>>(a); break;
     }
     RIDGE_CUDA_CHECK_LAUNCH();
 }
 
-template <class T>
-void launch_v1_split(int lpk, int G, dim3 grid, const DecodeArgs& a, cudaStream_t st) {
+template <class T, bool Wide>
+void launch_decode(int lpk, int G, dim3 grid, const DecodeArgs& a, cudaStream_t st) {
     switch (lpk) {
-        case 4: launch_v1_split_g<T, 4>(G, grid, a, st); break;
-        case 8: launch_v1_split_g<T, 8>(G, grid, a, st); break;
-        case 16: launch_v1_split_g<T, 16>(G, grid, a, st); break;
-        default: launch_v1_split_g<T, 32>(G, grid, a, st); break;
+        case 4: launch_decode_g<T, 4, Wide>(G, grid, a, st); break;
+        case 8: launch_decode_g<T, 8, Wide>(G, grid, a, st); break;
+        case 16: launch_decode_g<T, 16, Wide>(G, grid, a, st); break;
+        default: launch_decode_g<T, 32, Wide>(G, grid, a, st); break;
     }
+}
+
+// v1_split (wide false, split_cap 0) and v3_wide (wide true, split_cap > 0): checks, the
+// workspace, the split kernel and, when a row has several splits, the combine.
+AttentionCost attention_decode(const Stream& stream, const float* q, const AttentionRows& rows, const KVLayer& kv,
+                               const AttentionShape& s, float* out, DeviceBuffer& workspace, bool wide,
+                               int split_cap, const char* who) {
+    kv_elem_bytes(kv.type, who);
+    check_shape(kv, s, who);
+    check_rows(rows, q, out, /*need_device=*/true, who);
+    double n_keys = 0;  // summed as the CPU sums them, so the costs agree to the bit
+    for (int64_t i = 0; i < rows.m; i++) n_keys += rows.host[i].n_keys;
+    const AttentionCost cost = ridge::attention_cost(rows.m, n_keys, kv.kv_dim, kv.type, s);
+    if (rows.m == 0) return cost;
+
+    const int max_splits = std::max(max_splits_of(rows.host, rows.m, split_cap), rows.launch_splits);
+    const size_t ws = attention_split_workspace_bytes(rows.host, rows.m, s, rows.launch_splits, split_cap);
+    if (workspace.size() < ws) {
+        // Growing waits for the stream and allocates: neither may happen while the stream is being
+        // captured into a graph, so the caller sizes the workspace before capture (an error here).
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        RIDGE_CUDA_CHECK(cudaStreamIsCapturing(stream_of(stream), &capturing));
+        if (capturing != cudaStreamCaptureStatusNone)
+            throw Error(std::string(who) + ": the workspace of " + std::to_string(workspace.size()) + " bytes needs " +
+                        std::to_string(ws) + " while a graph is being captured: size it before capture " +
+                        "(attention_split_workspace_bytes)");
+        stream.sync();  // work queued earlier may still use the old buffer
+        workspace = DeviceBuffer(std::max(ws, workspace.size() + workspace.size() / 2));
+    }
+    const int group = s.n_heads / s.n_kv_heads, G = heads_per_block(group);
+    const int n_chunks = (group + G - 1) / G;
+    DecodeArgs a;
+    a.q = q;
+    a.rows = rows.device;
+    a.k = kv.k;
+    a.v = kv.v;
+    a.partials = ws > 0 ? workspace.as<float>() : nullptr;
+    a.out = out;
+    a.kv_dim = kv.kv_dim;
+    a.block_size = kv.block_size;
+    a.n_heads = s.n_heads;
+    a.group = group;
+    a.head_dim = s.head_dim;
+    a.max_splits = max_splits;
+    a.split_cap = split_cap;
+    a.q_scale = q_scale(s.head_dim);
+    const dim3 grid(unsigned(max_splits), unsigned(s.n_kv_heads * n_chunks), unsigned(rows.m));
+    const cudaStream_t st = stream_of(stream);
+    const int lpk = lanes_per_key(s.head_dim);
+    if (kv.type == DType::F32)
+        wide ? launch_decode<float, true>(lpk, G, grid, a, st) : launch_decode<float, false>(lpk, G, grid, a, st);
+    else
+        wide ? launch_decode<__half, true>(lpk, G, grid, a, st) : launch_decode<__half, false>(lpk, G, grid, a, st);
+    if (max_splits > 1) {
+        const unsigned threads = unsigned((s.head_dim + 31) / 32 * 32);
+        attention_v1_combine_kernel<<<dim3(unsigned(s.n_heads), unsigned(rows.m)), threads, 0, st>>>(
+            rows.device, a.partials, s.n_heads, s.head_dim, max_splits, split_cap, out);
+        RIDGE_CUDA_CHECK_LAUNCH();
+    }
+    return cost;
 }
 
 template <class T, int DV>
@@ -600,69 +707,48 @@ Cost kv_store(const Stream& stream, const KVLayer& kv, const float* k, const flo
     return ridge::kv_store_cost(m, kv.kv_dim, kv.type);
 }
 
-size_t attention_v1_split_workspace_bytes(const AttentionRow* rows_host, int64_t m,
-                                          const AttentionShape& s, int launch_splits) {
-    const int splits = std::max(max_splits_of(rows_host, m), launch_splits);
+size_t attention_split_workspace_bytes(const AttentionRow* rows_host, int64_t m, const AttentionShape& s,
+                                       int launch_splits, int split_cap) {
+    const int splits = std::max(max_splits_of(rows_host, m, split_cap), launch_splits);
     if (splits <= 1) return 0;
     return size_t(m) * size_t(s.n_heads) * size_t(splits) * size_t(s.head_dim + 2) * sizeof(float);
+}
+
+int attention_v3_split_cap(int sm_count, const AttentionShape& s) {
+    const int group = s.n_kv_heads > 0 ? s.n_heads / s.n_kv_heads : 1;
+    const int per_split = std::max(1, s.n_kv_heads * ((group + heads_per_block(group) - 1) / heads_per_block(group)));
+    return std::clamp((2 * std::max(sm_count, 1) + per_split - 1) / per_split, 1, kMaxSplitCap);
+}
+
+bool attention_v3_fits(const KVLayer& kv, const AttentionShape& s) {
+    return s.head_dim % 8 == 0 && kv.kv_dim % 8 == 0 && reinterpret_cast<uintptr_t>(kv.k) % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(kv.v) % 16 == 0;
 }
 
 AttentionCost attention_v1_split(const Stream& stream, const float* q, const AttentionRows& rows,
                                       const KVLayer& kv, const AttentionShape& s, float* out,
                                       DeviceBuffer& workspace) {
-    const char* who = "cuda::attention_v1_split";
-    kv_elem_bytes(kv.type, who);
-    check_shape(kv, s, who);
-    check_rows(rows, q, out, /*need_device=*/true, who);
-    double n_keys = 0;  // summed as the CPU sums them, so the costs agree to the bit
-    for (int64_t i = 0; i < rows.m; i++) n_keys += rows.host[i].n_keys;
-    const AttentionCost cost = ridge::attention_cost(rows.m, n_keys, kv.kv_dim, kv.type, s);
-    if (rows.m == 0) return cost;
+    return attention_decode(stream, q, rows, kv, s, out, workspace, /*wide=*/false, /*split_cap=*/0,
+                            "cuda::attention_v1_split");
+}
 
-    const int max_splits = std::max(max_splits_of(rows.host, rows.m), rows.launch_splits);
-    const size_t ws = attention_v1_split_workspace_bytes(rows.host, rows.m, s, rows.launch_splits);
-    if (workspace.size() < ws) {
-        // Growing waits for the stream and allocates: neither may happen while the stream is being
-        // captured into a graph, so the caller sizes the workspace before capture (an error here).
-        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-        RIDGE_CUDA_CHECK(cudaStreamIsCapturing(stream_of(stream), &capturing));
-        if (capturing != cudaStreamCaptureStatusNone)
-            throw Error(std::string(who) + ": the workspace of " + std::to_string(workspace.size()) + " bytes needs " +
-                        std::to_string(ws) + " while a graph is being captured: size it before capture " +
-                        "(attention_v1_split_workspace_bytes)");
-        stream.sync();  // work queued earlier may still use the old buffer
-        workspace = DeviceBuffer(std::max(ws, workspace.size() + workspace.size() / 2));
+AttentionCost attention_v3_wide(const Stream& stream, const float* q, const AttentionRows& rows,
+                                const KVLayer& kv, const AttentionShape& s, float* out, DeviceBuffer& workspace) {
+    const char* who = "cuda::attention_v3_wide";
+    if (!attention_v3_fits(kv, s))
+        throw Error(std::string(who) + ": head_dim " + std::to_string(s.head_dim) + " and kv_dim " +
+                    std::to_string(kv.kv_dim) + " must be multiples of 8 and the pools 16-byte aligned " +
+                    "(attention_v3_fits; attention_v1_split takes any)");
+    int cap = rows.split_cap;
+    if (cap <= 0) {
+        int device = 0, sms = 0;
+        RIDGE_CUDA_CHECK(cudaGetDevice(&device));
+        RIDGE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        cap = attention_v3_split_cap(sms, s);
     }
-    const int group = s.n_heads / s.n_kv_heads, G = heads_per_block(group);
-    const int n_chunks = (group + G - 1) / G;
-    DecodeArgs a;
-    a.q = q;
-    a.rows = rows.device;
-    a.k = kv.k;
-    a.v = kv.v;
-    a.partials = ws > 0 ? workspace.as<float>() : nullptr;
-    a.out = out;
-    a.kv_dim = kv.kv_dim;
-    a.block_size = kv.block_size;
-    a.n_heads = s.n_heads;
-    a.group = group;
-    a.head_dim = s.head_dim;
-    a.max_splits = max_splits;
-    a.q_scale = q_scale(s.head_dim);
-    const dim3 grid(unsigned(max_splits), unsigned(s.n_kv_heads * n_chunks), unsigned(rows.m));
-    const cudaStream_t st = stream_of(stream);
-    const int lpk = lanes_per_key(s.head_dim);
-    if (kv.type == DType::F32)
-        launch_v1_split<float>(lpk, G, grid, a, st);
-    else
-        launch_v1_split<__half>(lpk, G, grid, a, st);
-    if (max_splits > 1) {
-        const unsigned threads = unsigned((s.head_dim + 31) / 32 * 32);
-        attention_v1_combine_kernel<<<dim3(unsigned(s.n_heads), unsigned(rows.m)), threads, 0, st>>>(
-            rows.device, a.partials, s.n_heads, s.head_dim, max_splits, out);
-        RIDGE_CUDA_CHECK_LAUNCH();
-    }
-    return cost;
+    if (cap > kMaxSplitCap)
+        throw Error(std::string(who) + ": split_cap " + std::to_string(cap) + " is above " + std::to_string(kMaxSplitCap));
+    return attention_decode(stream, q, rows, kv, s, out, workspace, /*wide=*/true, cap, who);
 }
 
 AttentionCost attention_v2_flash(const Stream& stream, const float* q, const AttentionRows& rows,

@@ -1,8 +1,9 @@
 // Causal grouped-query attention over the paged KV cache on the GPU, and the store of new keys and
 // values into it: the CUDA twins of kernels/cpu/attention.h (same KVLayer, AttentionShape,
 // AttentionRow, same contracts and costs), on device pointers, queued on a Stream. Variants:
-// v1_split (decode rows, flash-decoding: the keys split across blocks, then combined) and
-// v2_flash (a prefill chunk: query tiles x key tiles in shared memory, online softmax). Plain C++:
+// v1_split (decode rows, flash-decoding: the keys split across blocks, then combined), v2_flash (a
+// prefill chunk: query tiles x key tiles in shared memory, online softmax) and v3_wide (v1 with
+// 16-byte KV loads and splits sized from the SM count). Plain C++:
 // host code includes it with the host compiler; attention.cu implements it.
 #pragma once
 #include <cstddef>
@@ -22,15 +23,20 @@ struct AttentionRows {
     const AttentionRow* device = nullptr;  // (m) in device memory (v2_flash does not read it)
     const AttentionRow* host = nullptr;    // (m) the same rows in host memory
     int64_t m = 0;                              // query rows
-    // v1_split's grid: at least this many splits (0: the longest row's). A caller that captures
-    // the launch in a graph passes the splits of its cache's capacity, so that the launch stays the
-    // same while the rows grow; the blocks past a row's keys return at once.
+    // The decode kernels' grid: at least this many splits (0: the longest row's). A caller that
+    // captures the launch in a graph passes the most a row can have (v1: its cache capacity's
+    // splits; v3: split_cap), so that the launch stays the same while the rows grow; the blocks
+    // past a row's keys return at once.
     int launch_splits = 0;
+    // v3_wide: at most this many splits a row (0: attention_v3_split_cap of the current device).
+    int split_cap = 0;
 };
 
 // Keys per split of v1_split: a CUDA block reads one split of one row's keys. Fixed (not chosen from
 // the batch) so that a row's result depends only on its own keys, never on the other rows.
 inline constexpr int kSplitKeys = 256;
+// The most splits a row may have in v3_wide.
+inline constexpr int kMaxSplitCap = 256;
 // The largest head_dim the kernels take (the register and shared-memory tiles are sized for it).
 inline constexpr int kMaxHeadDim = 256;
 
@@ -45,11 +51,12 @@ inline constexpr int kMaxHeadDim = 256;
 Cost kv_store(const Stream& stream, const KVLayer& kv, const float* k, const float* v,
                    const int64_t* slots, int64_t m);
 
-// Bytes of v1_split's partials for these rows: m * n_heads * max_splits * (head_dim + 2) floats,
-// max_splits = max_i ceil(n_keys_i / kSplitKeys); 0 when every row fits one split (then each block
-// writes its row's output itself and no combine runs). Host only: touches no device.
-size_t attention_v1_split_workspace_bytes(const AttentionRow* rows_host, int64_t m,
-                                          const AttentionShape& s, int launch_splits = 0);
+// Bytes of the decode kernels' partials for these rows: m * n_heads * splits * (head_dim + 2)
+// floats, splits = max(launch_splits, the most any row has: v1 (split_cap 0) ceil(n_keys /
+// kSplitKeys), v3 at most split_cap); 0 when that is 1 (then each block writes its row's output
+// itself and no combine runs). Host only: touches no device.
+size_t attention_split_workspace_bytes(const AttentionRow* rows_host, int64_t m, const AttentionShape& s,
+                                       int launch_splits = 0, int split_cap = 0);
 
 // v1_split, for decode rows (any rows: several sequences, any positions). Flash-decoding: a CUDA
 // block per (row, KV head, group of up to 4 of its query heads, split of kSplitKeys keys) reads
@@ -61,11 +68,40 @@ size_t attention_v1_split_workspace_bytes(const AttentionRow* rows_host, int64_t
 //   q, out: (m, n_heads * head_dim) f32 on the device, not aliasing; rows: see AttentionRows;
 //   1 <= head_dim <= kMaxHeadDim; m <= 65535 (a grid dimension).
 // workspace: device scratch for the partials, kept by the caller between calls (one per stream);
-// grown here when smaller than attention_v1_split_workspace_bytes (after a stream.sync(), so work
+// grown here when smaller than attention_split_workspace_bytes (after a stream.sync(), so work
 // queued earlier that used it has finished). Its contents between calls mean nothing.
 AttentionCost attention_v1_split(const Stream& stream, const float* q, const AttentionRows& rows,
                                       const KVLayer& kv, const AttentionShape& s, float* out,
                                       DeviceBuffer& workspace);
+
+// v3_wide: v1_split with two changes for the GPU's memory system.
+// - A lane holds 8 consecutive dims of a key and reads them in 16-byte loads (one for an f16
+//   cache, two for f32) instead of 8 loads of 2 or 4 bytes.
+// - A row's keys are cut into at most split_cap splits of equal size (a multiple of 32, at least
+//   64 keys), not into splits of 256: a cap sized from the SM count keeps the GPU busy at any
+//   context length (256-key splits give one 1K-key row 4 * n_kv_heads blocks for 132 SMs). The
+//   split depends only on the row's own length and the cap, so a row's result is the same in any
+//   batch; the grid is split_cap wide for every step, so a captured graph stays valid.
+// Contract, cost and workspace: as v1_split (attention_split_workspace_bytes with split_cap); the
+// sums run in another order, so results agree with v1's to rounding, not bit for bit.
+// Precondition (attention_v3_fits): head_dim and kv_dim multiples of 8, kv.k and kv.v 16-byte
+// aligned; ridge::Error otherwise, or for a split_cap above kMaxSplitCap.
+AttentionCost attention_v3_wide(const Stream& stream, const float* q, const AttentionRows& rows,
+                                const KVLayer& kv, const AttentionShape& s, float* out, DeviceBuffer& workspace);
+bool attention_v3_fits(const KVLayer& kv, const AttentionShape& s);
+// v3's cap for a GPU of sm_count multiprocessors: the splits that give one row at least two blocks
+// a multiprocessor (a block per split, KV head and group of up to 4 query heads), in [1,
+// kMaxSplitCap]. Host only.
+int attention_v3_split_cap(int sm_count, const AttentionShape& s);
+
+// Decode rows: v3_wide where it fits, v1_split otherwise. Either way a row's result depends only on
+// its own keys (and the cap), as the engine's row-exact path needs.
+inline AttentionCost attention_decode(const Stream& stream, const float* q, const AttentionRows& rows,
+                                      const KVLayer& kv, const AttentionShape& s, float* out,
+                                      DeviceBuffer& workspace) {
+    return attention_v3_fits(kv, s) ? attention_v3_wide(stream, q, rows, kv, s, out, workspace)
+                                    : attention_v1_split(stream, q, rows, kv, s, out, workspace);
+}
 
 // v2_flash, for a prefill chunk. Precondition: the rows are consecutive positions of one sequence
 // (rows_are_one_chunk on rows.host: one block table, n_keys rising by one a row);
@@ -82,7 +118,7 @@ AttentionCost attention_v1_split(const Stream& stream, const float* q, const Att
 AttentionCost attention_v2_flash(const Stream& stream, const float* q, const AttentionRows& rows,
                                       const KVLayer& kv, const AttentionShape& s, float* out);
 
-// v2_flash for a chunk of at least kFlashMinRows consecutive rows of one sequence, v1_split
+// v2_flash for a chunk of at least kFlashMinRows consecutive rows of one sequence, attention_decode
 // otherwise (the CPU's attention() rule, with the same threshold).
 inline constexpr int64_t kFlashMinRows = 8;
 inline AttentionCost attention(const Stream& stream, const float* q, const AttentionRows& rows,
@@ -90,7 +126,7 @@ inline AttentionCost attention(const Stream& stream, const float* q, const Atten
                                     DeviceBuffer& workspace) {
     if (rows.m >= kFlashMinRows && rows_are_one_chunk(rows.host, rows.m))
         return attention_v2_flash(stream, q, rows, kv, s, out);
-    return attention_v1_split(stream, q, rows, kv, s, out, workspace);
+    return attention_decode(stream, q, rows, kv, s, out, workspace);
 }
 
 }  // namespace ridge::cuda

@@ -189,7 +189,11 @@ Timing time_matvec(DType type, int64_t n, int64_t k, int rows, int reps, double*
     return time_events(stream_of(s), reps, [&] { v->fn(s, W.view, X.as<float>(), rows, Y.as<float>()); });
 }
 
-Timing time_decode_attention(int n_keys, int n_heads, int n_kv_heads, int head_dim, int reps, double* kv_bytes) {
+Timing time_decode_attention(int n_keys, int n_heads, int n_kv_heads, int head_dim, int reps, double* kv_bytes,
+                             const std::string& variant) {
+    if (variant != "v1_split" && variant != "v3_wide")
+        throw Error("time_decode_attention: unknown variant '" + variant + "' (v1_split, v3_wide)");
+    const bool v3 = variant == "v3_wide";
     const int kv_dim = n_kv_heads * head_dim, block = 16;
     const int n_blocks = (n_keys + block - 1) / block;
     const int64_t slots = int64_t(n_blocks) * block;
@@ -213,12 +217,16 @@ Timing time_decode_attention(int n_keys, int n_heads, int n_kv_heads, int head_d
     q_d.upload(q.data(), q.size() * 4);
     const KVLayer kv{DType::F16, k.as<uint8_t>(), v.as<uint8_t>(), slots, kv_dim, block};
     const AttentionShape shape{n_heads, n_kv_heads, head_dim};
-    const AttentionRows rows{row_d.as<AttentionRow>(), &row_host, 1};
-    DeviceBuffer workspace(attention_v1_split_workspace_bytes(&row_host, 1, shape));
+    const int cap = attention_v3_split_cap(device_info().sm_count, shape);
+    const AttentionRows rows{row_d.as<AttentionRow>(), &row_host, 1, 0, cap};
+    DeviceBuffer workspace(attention_split_workspace_bytes(&row_host, 1, shape, 0, v3 ? cap : 0));
     *kv_bytes = 2.0 * double(n_keys) * kv_dim * 2;
     Stream s;
     return time_events(stream_of(s), reps, [&] {
-        attention_v1_split(s, q_d.as<float>(), rows, kv, shape, out.as<float>(), workspace);
+        if (v3)
+            attention_v3_wide(s, q_d.as<float>(), rows, kv, shape, out.as<float>(), workspace);
+        else
+            attention_v1_split(s, q_d.as<float>(), rows, kv, shape, out.as<float>(), workspace);
     });
 }
 

@@ -34,10 +34,12 @@ Timing time_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, 
 Timing time_matvec(DType type, int64_t n, int64_t k, int rows, int reps, double* weight_bytes,
                    const std::string& variant = "matvec");
 
-// Decode attention (attention.h: attention_v1_split) of one row over n_keys keys in an F16 cache:
-// n_heads query heads of head_dim over n_kv_heads key/value heads (random values); bytes per
-// repetition: every key and value once.
-Timing time_decode_attention(int n_keys, int n_heads, int n_kv_heads, int head_dim, int reps, double* kv_bytes);
+// Decode attention (attention.h: variant "v1_split" or "v3_wide", with the device's cap) of one
+// row over n_keys keys in an F16 cache: n_heads query heads of head_dim over n_kv_heads key/value
+// heads (random values); bytes per repetition: every key and value once. ridge::Error for another
+// variant name.
+Timing time_decode_attention(int n_keys, int n_heads, int n_kv_heads, int head_dim, int reps, double* kv_bytes,
+                             const std::string& variant = "v3_wide");
 
 // cuBLAS's BF16 GEMM (bf16 inputs, f32 accumulate and output) on the same shape, loaded with
 // dlopen ($RIDGE_CUBLAS first, then libcublas.so.13, .12, .so); `why` is then the library's path or
