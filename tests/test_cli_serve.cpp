@@ -562,6 +562,46 @@ TEST(CliServe, AnImpossibleContentLengthGetsA400AtOnce) {
     EXPECT_EQ(health->status, 200);
 }
 
+// Twice as many clients as workers send half a request and stop: /health and a short completion
+// are still answered (the oldest slow readers are cut at the cap, 503), and a slow client still
+// connected after --read-deadline gets a 408 and its connection closed. The test's limits (20 s
+// per answer) are generous; nothing is timed.
+TEST(CliServe, SlowClientsCannotHoldTheWorkers) {
+    REQUIRE_SMOL();
+    Server s({"-m", kSmol, "-c", "64", "--max-batch", "1", "--http-threads", "4", "--read-deadline", "3"});
+    ASSERT_TRUE(s.up());
+    std::vector<int> slow;
+    for (int i = 0; i < 8; i++) {
+        const int fd = send_raw(s.port(), "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+        ASSERT_GE(fd, 0);
+        slow.push_back(fd);
+    }
+    const std::string health = raw_exchange(s.port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_EQ(health.rfind("HTTP/1.1 200", 0), 0u) << health;
+    const Answer a = post(s, "/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 2}});
+    EXPECT_EQ(a.status, 200) << a.body;
+    // Every slow connection ends with an answer (503 at the cap, 408 past the deadline) and EOF.
+    int n408 = 0, n503 = 0;
+    for (int fd : slow) {
+        const timeval timeout{20, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+        std::string got;
+        char buf[1024];
+        for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) got.append(buf, size_t(n));
+        ::close(fd);
+        n408 += got.rfind("HTTP/1.1 408", 0) == 0 ? 1 : 0;
+        n503 += got.rfind("HTTP/1.1 503", 0) == 0 ? 1 : 0;
+        EXPECT_TRUE(got.rfind("HTTP/1.1 408", 0) == 0 || got.rfind("HTTP/1.1 503", 0) == 0) << got;
+    }
+    EXPECT_GE(n503, 5);  // 3 may read at once (4 workers less a quarter): the first 5 were cut
+    EXPECT_GE(n408, 1);
+    const auto m = metrics(s);
+    EXPECT_EQ(m.at("ridge_http_connections_cut_deadline_total"), double(n408));
+    EXPECT_GE(m.at("ridge_http_connections_cut_cap_total"), double(n503));
+    EXPECT_EQ(m.at("ridge_http_connections_reading"), 0);
+    EXPECT_EQ(s.stop(), 0) << s.err();
+}
+
 // /tokenize and /detokenize in llama.cpp's shapes: the ids `ridge tokenize` gives, and back.
 TEST(CliServe, TokenizeAndDetokenizeAsLlamaCppServesThem) {
     REQUIRE_SMOL();

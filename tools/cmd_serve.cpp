@@ -32,6 +32,7 @@
 #include "tools/commands.h"
 #include "tools/model_args.h"
 #include "tools/serve_api.h"
+#include "tools/serve_guard.h"
 #include "weights/error.h"
 #include "weights/model_file.h"
 
@@ -60,6 +61,7 @@ struct ServeOptions {
     std::string api_key;         // when set, every route but /health wants "Authorization: Bearer KEY"
     std::string cors_origin;     // when set, browsers from this origin ("*": any) may call the API
     double shutdown_grace = 5;   // seconds open requests get to finish after SIGINT/SIGTERM
+    double read_deadline = 30;   // seconds a connection has to send its whole request
     SamplerParams sp;            // defaults for requests' sampling fields
 };
 
@@ -103,6 +105,7 @@ struct Server {
     std::atomic<int64_t> next_id{1};
     std::atomic<int64_t> http_requests{0};
     std::atomic<int64_t> http_errors{0};
+    std::unique_ptr<serve::ConnectionGuard> guard;  // slow and idle connections (serve_guard.h)
     std::atomic<bool> engine_failed{false};
 
     std::mutex active_mu;            // guards active, shutting_down
@@ -425,6 +428,10 @@ void handle_metrics(Server& S, httplib::Response& res) {
     m.max_batch = S.opt.max_batch;
     m.http_requests = S.http_requests.load();
     m.http_errors = S.http_errors.load();
+    const serve::ConnectionGuard::Stats g = S.guard->stats();
+    m.connections_reading = g.reading;
+    m.connections_cut_deadline = g.cut_deadline;
+    m.connections_cut_cap = g.cut_cap;
     m.bandwidth_gbs = S.bandwidth_gbs;
     m.no_bound_reason = S.no_bound_reason;
     res.status = 200;
@@ -526,9 +533,14 @@ void run_serve(ServeOptions& o) {
     S.sched = std::make_unique<Scheduler>(*S.engine, S.tok.get(), so);
 
     httplib::Server http;
+    // Every connection a worker; at most three quarters of them reading a request, each for at most
+    // --read-deadline seconds (serve_guard.h). One request a connection, so that a connection's
+    // deadline is its request's (a kept-alive connection could send its second request slowly).
+    int port = o.port;  // the bound port, read by the task queue when connections arrive
     const int pool = o.http_threads;
-    http.new_task_queue = [pool] { return new httplib::ThreadPool(size_t(pool)); };
-    http.set_keep_alive_timeout(5);  // also how long a new connection may take to send its request
+    S.guard = std::make_unique<serve::ConnectionGuard>(o.read_deadline, std::max(1, pool - pool / 4));
+    http.new_task_queue = [&S, pool, &port] { return S.guard->task_queue(size_t(pool), &port); };
+    http.set_keep_alive_max_count(1);
     http.set_payload_max_length(size_t(16) << 20);  // max_body below
     http.set_read_timeout(30);
     // httplib's default also sets SO_REUSEPORT, which would let a second server share the port
@@ -545,7 +557,11 @@ void run_serve(ServeOptions& o) {
     // Before any route reads a body: the API key, and a Content-Length that no body could match
     // (httplib would wait for bytes that never come).
     const size_t max_body = size_t(16) << 20;
-    http.set_pre_routing_handler([&o, max_body](const httplib::Request& req, httplib::Response& res) {
+    http.set_pre_routing_handler([&S, &o, max_body](const httplib::Request& req, httplib::Response& res) {
+        // The headers are in; with no body to come, so is the request.
+        const bool body_follows = req.has_header("Transfer-Encoding") ||
+                                  (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+        if (!body_follows) S.guard->request_read(serve::ConnectionGuard::current());
         if (!o.cors_origin.empty()) {  // on every answer; a preflight is answered here, before the key
             res.set_header("Access-Control-Allow-Origin", o.cors_origin);
             res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
@@ -572,8 +588,9 @@ void run_serve(ServeOptions& o) {
         return httplib::Server::HandlerResponse::Unhandled;
     });
 
-    auto guarded = [](auto&& body) {
-        return [body](const httplib::Request& req, httplib::Response& res) {
+    auto guarded = [&S](auto&& body) {
+        return [&S, body](const httplib::Request& req, httplib::Response& res) {
+            S.guard->request_read(serve::ConnectionGuard::current());  // the body is in too
             try {
                 body(req, res);
             } catch (const ApiError& e) {
@@ -651,7 +668,6 @@ void run_serve(ServeOptions& o) {
         send_json(res, 500, serve::error_json(what, "server_error", 500));
     });
 
-    int port = o.port;
     if (port == 0) {
         port = http.bind_to_any_port(o.host);
         if (port < 0) throw Error("cannot listen on " + o.host + " (any port)");
@@ -711,6 +727,7 @@ void run_serve(ServeOptions& o) {
                  "ridge: %s: %s, %.1fM params; context %d tokens, batch %d, KV pool %d tokens %s; %d threads\n",
                  S.file->path().c_str(), c.arch.c_str(), double(S.model.n_params()) / 1e6, S.n_ctx, o.max_batch,
                  o.kv_tokens > 0 ? o.kv_tokens : S.n_ctx * o.max_batch, o.kv_type.c_str(), threads);
+    S.guard->start_watchdog();
     std::fprintf(stderr, "ridge: listening on http://%s:%d\n", o.host.c_str(), port);
     if (o.api_key.empty() && !serve::is_loopback_host(o.host))
         std::fprintf(stderr, "ridge: warning: listening beyond this machine (%s) with no API key: anyone who can reach "
@@ -761,6 +778,10 @@ void register_serve(CLI::App& app) {
                     "seconds open requests get to finish after SIGINT/SIGTERM (a second signal ends it)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 3600.0));
+    cmd->add_option("--read-deadline", o->read_deadline,
+                    "seconds a connection has to send its whole request (headers and body) before a 408")
+        ->capture_default_str()
+        ->check(CLI::Range(0.1, 3600.0));
     cmd->add_option("--cors-origin", o->cors_origin,
                     "let browser pages from this origin call the API (\"*\": any); answers preflight requests");
     cmd->add_flag("!--no-probe", o->probe, "do not measure the ceilings when none are saved (no % of bound then)");

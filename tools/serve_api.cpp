@@ -483,6 +483,14 @@ std::string metrics_text(const MetricsInput& m) {
            double(m.http_requests));
     metric(out, "ridge_http_errors_total", "counter", "Requests answered with an error status.",
            double(m.http_errors));
+    metric(out, "ridge_http_connections_reading", "gauge", "Connections still sending their request.",
+           double(m.connections_reading));
+    metric(out, "ridge_http_connections_cut_deadline_total", "counter",
+           "Connections cut (408) for not sending their request within --read-deadline.",
+           double(m.connections_cut_deadline));
+    metric(out, "ridge_http_connections_cut_cap_total", "counter",
+           "Connections cut (503) as the oldest still sending its request when too many were.",
+           double(m.connections_cut_cap));
     metric(out, "ridge_prompt_tokens_total", "counter", "Prompt tokens prefilled.", double(s.tokens_prefilled));
     metric(out, "ridge_tokens_generated_total", "counter", "Tokens generated.", double(s.tokens_generated));
     metric(out, "ridge_steps_total", "counter", "Forward passes (scheduler steps).", double(s.steps));

@@ -163,6 +163,9 @@ struct MetricsInput {
     int max_batch = 0;
     int64_t http_requests = 0;          // completions requests accepted (submitted to the scheduler)
     int64_t http_errors = 0;            // requests answered with a 4xx/5xx error
+    int64_t connections_reading = 0;    // connections still sending their request
+    int64_t connections_cut_deadline = 0;  // cut for not sending their request within --read-deadline
+    int64_t connections_cut_cap = 0;    // cut as the oldest reader when too many were reading
     double bandwidth_gbs = 0;           // the probe's read bandwidth for the server's thread count; 0: none
     std::string no_bound_reason;        // why there is no bandwidth (a comment in the text) when 0
 };
