@@ -94,6 +94,7 @@ public:
         if (pid_ > 0) stop(SIGKILL);
     }
     int port() const { return port_; }
+    pid_t pid() const { return pid_; }
     bool up() const { return port_ > 0; }
     std::string err() const { return cli_test::read_file(err_path_); }
 
@@ -599,6 +600,37 @@ TEST(CliServe, SlowClientsCannotHoldTheWorkers) {
     EXPECT_EQ(m.at("ridge_http_connections_cut_deadline_total"), double(n408));
     EXPECT_GE(m.at("ridge_http_connections_cut_cap_total"), double(n503));
     EXPECT_EQ(m.at("ridge_http_connections_reading"), 0);
+    EXPECT_EQ(s.stop(), 0) << s.err();
+}
+
+// Four 15 MiB prompts at once (under the 16 MiB body cap): each refused as too long for the context
+// before it is tokenized, and the server's peak resident memory stays under the model file, the KV
+// pool and 256 MiB. A chat whose messages are too long is refused the same way.
+TEST(CliServe, HugePromptsAreRefusedBeforeTheyCostMemory) {
+    REQUIRE_SMOL();
+    Server s({"-m", kSmol, "-c", "256", "--max-batch", "1", "--kv-type", "f32"});
+    ASSERT_TRUE(s.up());
+    const std::string huge(size_t(15) << 20, 'a');
+    std::vector<std::thread> clients;
+    std::vector<Answer> answers(4);
+    for (int i = 0; i < 4; i++)
+        clients.emplace_back([&, i] { answers[size_t(i)] = post(s, "/v1/completions", {{"prompt", huge}, {"max_tokens", 1}}); });
+    for (auto& c : clients) c.join();
+    for (const Answer& a : answers) {
+        EXPECT_EQ(a.status, 400);
+        EXPECT_NE(a.body.dump().find("too long for the context of 256 tokens"), std::string::npos) << a.body.dump();
+    }
+    const Answer chat = post(s, "/v1/chat/completions",
+                             {{"messages", json::array({{{"role", "user"}, {"content", std::string(1 << 20, 'b')}}})}});
+    EXPECT_EQ(chat.status, 400);
+    EXPECT_NE(chat.body.dump().find("too long for the context"), std::string::npos) << chat.body.dump();
+    // SmolLM2's 30 layers x 2 x 256 slots x 192 floats of KV.
+    const double kv_bytes = 30.0 * 2 * 256 * 192 * 4;
+    const double bound = double(std::filesystem::file_size(kSmol)) + kv_bytes + 256.0 * (1 << 20);
+    const std::string status = cli_test::read_file("/proc/" + std::to_string(s.pid()) + "/status");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(status, m, std::regex(R"(VmHWM:\s+(\d+) kB)"))) << status;
+    EXPECT_LT(std::stod(m[1]) * 1024, bound) << "peak resident " << m[1] << " kB";
     EXPECT_EQ(s.stop(), 0) << s.err();
 }
 

@@ -3,7 +3,10 @@
 // Prometheus text of /metrics.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -12,7 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_paths.h"
 #include "tools/serve_api.h"
+#include "weights/gguf.h"
 
 namespace {
 
@@ -412,6 +417,64 @@ TEST(ServeParse, StopMatcherNeverLetsAStopStringOut) {
     EXPECT_EQ(none.flush(), "z");  // the end of the answer: the held tail is text after all
     StopMatcher empty({});
     EXPECT_EQ(empty.push("any text"), "any text");
+}
+
+}  // namespace
+
+namespace {
+
+// A prompt that cannot fit: ceil(bytes / longest) tokens at least, against the tokens allowed.
+TEST(ServeParse, PromptCannotFitCountsTokensFromBytes) {
+    EXPECT_EQ(prompt_cannot_fit(0, 16, 0), "");
+    EXPECT_EQ(prompt_cannot_fit(160, 16, 10), "");   // 10 tokens at least: may fit in 10
+    const std::string why = prompt_cannot_fit(161, 16, 10);  // 11 at least
+    EXPECT_NE(why.find("161 bytes, at least 11 tokens"), std::string::npos) << why;
+    EXPECT_NE(why.find("context of 11 tokens"), std::string::npos) << why;
+    EXPECT_NE(prompt_cannot_fit(size_t(15) << 20, 40, 2047), "");
+    EXPECT_EQ(prompt_cannot_fit(5, 0, 5), "");  // a longest of 0 counts as 1 byte
+    EXPECT_NE(prompt_cannot_fit(6, 0, 5), "");
+}
+
+// The bound holds on real vocabularies (llama.cpp's test vocabularies: byte-level BPE, SentencePiece
+// with byte fallback, Qwen2's, DeepSeek's): every test string, its repetitions, the longest token's
+// own text repeated, and random text encode to at least ceil(bytes / longest_token_bytes) tokens.
+TEST(ServeParse, NoVocabularyBeatsTheLongestTokenBound) {
+    const std::string dir = std::string(RIDGE_TESTDATA_DIR) + "/llamacpp-vocab/";
+    if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
+    int checked = 0;
+    for (const char* name : {"llama-bpe", "llama-spm", "qwen2", "deepseek-llm", "gpt-2", "phi-3"}) {
+        const std::string path = dir + "ggml-vocab-" + name + ".gguf";
+        if (!std::filesystem::exists(path)) continue;
+        SCOPED_TRACE(name);
+        const auto gguf = ridge::GGUFFile::open(path);
+        const auto tok = ridge::Tokenizer::from_gguf(*gguf);
+        const size_t longest = longest_token_bytes(*tok);
+        std::vector<std::string> texts;
+        std::ifstream in(path + ".inp", std::ios::binary);
+        const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string sep = "\n__ggml_vocab_test__\n";
+        for (size_t at = 0, next; (next = all.find(sep, at)) != std::string::npos; at = next + sep.size())
+            texts.push_back(all.substr(at, next - at));
+        int32_t longest_id = 0;
+        for (int32_t id = 0; id < tok->n_vocab(); id++)
+            if (tok->token_text(id).size() == longest) longest_id = id;
+        std::string repeated;
+        for (int r = 0; r < 50; r++) repeated += tok->decode_piece(-1, longest_id);
+        texts.push_back(repeated);
+        std::mt19937 rng(7);
+        std::string ascii(5000, ' ');
+        for (char& c : ascii) c = char(32 + rng() % 95);
+        texts.push_back(ascii);
+        texts.push_back(std::string(4000, ' '));
+        texts.push_back(std::string(4000, '='));
+        for (const std::string& t : texts) {
+            const size_t n = tok->encode(t, false, false).size();
+            EXPECT_GE(n * longest, t.size()) << "a text of " << t.size() << " bytes in " << n << " tokens, longest "
+                                             << longest;
+            checked++;
+        }
+    }
+    EXPECT_GT(checked, 100);
 }
 
 }  // namespace

@@ -99,6 +99,7 @@ struct Server {
     bool chatml = false;             // the vocabulary has <|im_start|> / <|im_end|>
     int32_t im_start = -1, im_end = -1;  // their ids
     std::string default_system;      // the chat template's default system message
+    size_t longest_token = 1;        // bytes of the longest token text (serve::prompt_cannot_fit)
     double bandwidth_gbs = 0;        // for ridge_decode_percent_of_bound
     std::string no_bound_reason;
 
@@ -173,6 +174,12 @@ Prepared prepare(Server& S, const std::string& body, bool chat) {
     if (chat && !S.chatml)
         throw ApiError(400, "invalid_request_error",
                        "this model has no ChatML chat template (<|im_start|>/<|im_end|>): use /v1/completions");
+    // A prompt that cannot fit is refused before it costs a tokenization (the template's own text
+    // is left out of the count: a lower bound stays a lower bound).
+    size_t text_bytes = P.req.prompt.size();
+    for (const serve::ChatMessage& m : P.req.messages) text_bytes += m.content.size();
+    if (const std::string why = serve::prompt_cannot_fit(text_bytes, S.longest_token, S.n_ctx - 1); !why.empty())
+        throw ApiError(400, "invalid_request_error", why);
     try {
         // Content is text: a chat's control tokens go in by id, its messages as text; a completion's
         // prompt parses special-token texts only when the request asks ("parse_special": true).
@@ -522,6 +529,7 @@ void run_serve(ServeOptions& o) {
     const std::string tmpl = S.tok->chat_template();
     if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos) S.chatml = false;
     S.default_system = serve::default_system_message(tmpl);
+    S.longest_token = serve::longest_token_bytes(*S.tok);
     S.model_name = model_name_of(o);
     S.started = int64_t(std::time(nullptr));
 

@@ -289,6 +289,21 @@ std::string chatml_prompt(const std::vector<ChatMessage>& messages, const std::s
     return text + "<|im_start|>assistant\n";
 }
 
+size_t longest_token_bytes(const Tokenizer& tok) {
+    size_t longest = 1;
+    for (int32_t id = 0; id < tok.n_vocab(); id++) longest = std::max(longest, tok.token_text(id).size());
+    return longest;
+}
+
+std::string prompt_cannot_fit(size_t text_bytes, size_t longest_token_bytes, int max_tokens) {
+    const size_t longest = std::max<size_t>(longest_token_bytes, 1);
+    const size_t at_least = text_bytes / longest + (text_bytes % longest != 0 ? 1 : 0);
+    if (max_tokens < 0 || at_least <= size_t(max_tokens)) return "";
+    return "the prompt is " + std::to_string(text_bytes) + " bytes, at least " + std::to_string(at_least) +
+           " tokens (no token is longer than " + std::to_string(longest) + " bytes): too long for the context of " +
+           std::to_string(max_tokens + 1) + " tokens";
+}
+
 std::vector<PromptPiece> chatml_pieces(const std::vector<ChatMessage>& messages, const std::string& default_system,
                                        int32_t im_start, int32_t im_end) {
     std::vector<PromptPiece> p;

@@ -82,6 +82,15 @@ std::string chatml_prompt(const std::vector<ChatMessage>& messages, const std::s
 std::vector<PromptPiece> chatml_pieces(const std::vector<ChatMessage>& messages, const std::string& default_system,
                                        int32_t im_start, int32_t im_end);
 
+// A prompt too long to fit, found before tokenizing it (a 15 MiB prompt would otherwise become
+// millions of tokens, and hundreds of MiB, only to be refused). No token stands for more bytes
+// than its stored text (longest_token_bytes: byte-level symbols, "▁" and "<0xHH>" each take at
+// least the bytes they decode to), so text of B bytes is at least ceil(B / longest) tokens. The
+// refusal's message when that is more than max_tokens (a context of max_tokens + 1 leaves one
+// token to generate), or "" when the text may fit.
+size_t longest_token_bytes(const Tokenizer& tok);
+std::string prompt_cannot_fit(size_t text_bytes, size_t longest_token_bytes, int max_tokens);
+
 // Stop sequences over generated text: push() takes each new piece and returns what is safe to show,
 // holding back any tail that could be the start of a stop string, so a stop string never reaches
 // the output (streamed or whole). After one is found, stopped() is true and the text before it was
