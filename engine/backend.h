@@ -66,7 +66,9 @@ public:
 
     // The ops. Contracts and costs are the kernels' (kernels/cpu, kernels/cuda, kernels/types.h).
     virtual Cost embed(const TensorView& table, float* out) = 0;  // out (m, d): every row's token
-    virtual Cost rmsnorm(const float* x, const TensorView& w, int64_t m, float* y) = 0;  // (m, d)
+    // y (m, w.ne(0)) = RMSNorm of each row of x times w; y may be x (per-head norms run in place).
+    virtual Cost rmsnorm(const float* x, const TensorView& w, int64_t m, float* y) = 0;
+    virtual Cost add_bias(float* x, const TensorView& b, int64_t m) = 0;  // x (m, b.ne(0)) += b per row
     virtual Cost rope(float* x, int n_heads) = 0;  // x (m, n_heads * head_dim): every row by its position
     // X (m, k) as 16-bit integers, for the matmul_rows call that follows (plans with int_input).
     virtual Cost quantize(const float* x, int64_t m, int64_t k) = 0;

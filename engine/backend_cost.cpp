@@ -28,7 +28,8 @@ public:
     void read(const float*, int64_t, float*) override {}
 
     Cost embed(const TensorView& table, float*) override { return embed_cost(table.type, table.ne(0), m_); }
-    Cost rmsnorm(const float*, const TensorView&, int64_t m, float*) override { return rmsnorm_cost(m, c_.n_embd); }
+    Cost rmsnorm(const float*, const TensorView& w, int64_t m, float*) override { return rmsnorm_cost(m, w.ne(0)); }
+    Cost add_bias(float*, const TensorView& b, int64_t m) override { return add_bias_cost(m, b.ne(0)); }
     Cost rope(float*, int n_heads) override {
         return rope_cost(m_, n_heads, RopeParams{c_.head_dim, c_.rope_dim, c_.rope_freq_base, c_.rope_style});
     }

@@ -49,7 +49,10 @@ public:
 
     Cost embed(const TensorView& table, float* out) override { return cpu::embed(table, tokens_, m_, out); }
     Cost rmsnorm(const float* x, const TensorView& w, int64_t m, float* y) override {
-        return cpu::rmsnorm(x, reinterpret_cast<const float*>(w.data), m, c_.n_embd, c_.norm_eps, y);
+        return cpu::rmsnorm(x, reinterpret_cast<const float*>(w.data), m, w.ne(0), c_.norm_eps, y);
+    }
+    Cost add_bias(float* x, const TensorView& b, int64_t m) override {
+        return cpu::add_bias(x, reinterpret_cast<const float*>(b.data), m, b.ne(0));
     }
     Cost rope(float* x, int n_heads) override { return cpu::rope(x, ws_->rope, n_heads); }
     Cost quantize(const float* x, int64_t m, int64_t k) override { return cpu::quantize_rows(x, m, k, ws_->x_q); }

@@ -78,6 +78,8 @@ std::shared_ptr<const DeviceWeights> upload_weights(const Model& model, int devi
         matrix(model.token_embd), matrix(model.output), vector(model.output_norm);
         for (const LayerWeights& L : model.layers) {
             vector(L.attn_norm), vector(L.ffn_norm);
+            for (const TensorView* w : {L.attn_q_bias, L.attn_k_bias, L.attn_v_bias, L.attn_q_norm, L.attn_k_norm})
+                if (w != nullptr) vector(w);
             for (const TensorView* w : {L.attn_q, L.attn_k, L.attn_v, L.attn_output, L.ffn_gate, L.ffn_up, L.ffn_down})
                 matrix(w);
         }
@@ -257,7 +259,10 @@ public:
         return cuda::embed(*stream_, w_->matrix(table), tokens_.as<int32_t>(), m_, out);
     }
     Cost rmsnorm(const float* x, const TensorView& w, int64_t m, float* y) override {
-        return cuda::rmsnorm(*stream_, x, w_->vector(w), m, c_.n_embd, c_.norm_eps, y);
+        return cuda::rmsnorm(*stream_, x, w_->vector(w), m, w.ne(0), c_.norm_eps, y);
+    }
+    Cost add_bias(float* x, const TensorView& b, int64_t m) override {
+        return cuda::add_bias(*stream_, x, w_->vector(b), m, b.ne(0));
     }
     Cost rope(float* x, int n_heads) override {
         return cuda::rope(*stream_, x, pos_.as<int32_t>(), m_, n_heads,

@@ -18,9 +18,10 @@ namespace ridge {
 // Every op of a Llama forward pass, in the order forward() runs them.
 enum class Op {
     Embed,       // token embedding lookup (one table row per token)
-    Norm,        // RMSNorm (two per layer, and the final norm)
+    Norm,        // RMSNorm (two per layer, Qwen3's q and k head norms, and the final norm)
     Quantize,    // a matmul input as 16-bit integers (the fast path; see kernels/cpu/matmul.h)
     Q, K, V,     // the query / key / value projections
+    Bias,        // Qwen2's q, k, v biases added to the projections
     Rope,        // rotary position embedding of q and k
     KVStore,     // keys and values into the KV cache
     AttnScores,  // softmax(Q K^T / sqrt(head_dim)): reads the keys
@@ -43,6 +44,7 @@ inline const char* op_name(Op op) {
         case Op::Q: return "q";
         case Op::K: return "k";
         case Op::V: return "v";
+        case Op::Bias: return "bias";
         case Op::Rope: return "rope";
         case Op::KVStore: return "kv_store";
         case Op::AttnScores: return "attn_scores";

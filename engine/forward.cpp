@@ -1,5 +1,5 @@
-// forward(): embed; per layer: rmsnorm, q/k/v, rope, store k/v, attention, o, residual, rmsnorm,
-// gate/up, silu*up, down, residual; final norm; logits. Reads top to bottom like the paper, one line
+// forward(): embed; per layer: rmsnorm, q/k/v (+ biases: Qwen2), per-head q/k norms (Qwen3), rope,
+// store k/v, attention, o, residual, rmsnorm, gate/up, silu*up, down, residual; final norm; logits. Reads top to bottom like the paper, one line
 // per op, on any backend (engine/backend.h). Pass folds the bookkeeping into each op's call: it
 // records the op's cost and time under its layer and op, and dumps its output by name.
 #include "engine/forward.h"
@@ -104,6 +104,18 @@ public:
     void rmsnorm(const char* name, const float* x, const TensorView* w, float* y) {
         rec_.add(layer_, Op::Norm, be_.rmsnorm(x, *w, m_, y));
         dump(name, y, m_, c_.n_embd);
+    }
+    // y += b on every row; nothing without a bias.
+    void bias(const char* name, float* y, const TensorView* b) {
+        if (b == nullptr) return;
+        rec_.add(layer_, Op::Bias, be_.add_bias(y, *b, m_));
+        dump(name, y, m_, b->ne(0));
+    }
+    // RMSNorm of each of the n_heads heads of every row of x, in place; nothing without weights.
+    void head_norm(const char* name, float* x, const TensorView* w, int n_heads) {
+        if (w == nullptr) return;
+        rec_.add(layer_, Op::Norm, be_.rmsnorm(x, *w, m_ * n_heads, x));
+        dump(name, x, m_, int64_t(n_heads) * c_.head_dim);
     }
     // q and k rotate by their rows' positions.
     void rope(float* q, float* k) {
@@ -227,6 +239,11 @@ void forward(const Engine& engine, KVCache& cache, const Batch& batch, Workspace
             // Attention block: x += Wo · attention(rope(Wq · norm(x)), rope(Wk · norm(x)), Wv · norm(x))
             p.rmsnorm("attn_norm", a.x, L.attn_norm, a.x_norm);
             p.linear(runs, a.x_norm, d, {{Op::Q, "q", P.q, a.q}, {Op::K, "k", P.k, a.k}, {Op::V, "v", P.v, a.v}});
+            p.bias("q_bias", a.q, L.attn_q_bias);  // Qwen2: q, k, v = W · norm(x) + b
+            p.bias("k_bias", a.k, L.attn_k_bias);
+            p.bias("v_bias", a.v, L.attn_v_bias);
+            p.head_norm("q_norm", a.q, L.attn_q_norm, c.n_heads);  // Qwen3: each head RMSNormed
+            p.head_norm("k_norm", a.k, L.attn_k_norm, c.n_kv_heads);
             p.rope(a.q, a.k);
             p.kv_store(kv, a.k, a.v);  // this batch's keys and values into each row's sequence
             p.attention(runs, kv, a.q, a.attn);

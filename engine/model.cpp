@@ -1,4 +1,5 @@
-// Model::from_file: the GGUF-named tensors of a Llama model, checked for type and shape.
+// Model::from_file: the GGUF-named tensors of a Llama-style model (llama, qwen2, qwen3), checked for
+// type and shape.
 #include "engine/model.h"
 
 #include <algorithm>
@@ -17,10 +18,10 @@ const std::initializer_list<DType> kLinearTypes = {DType::F32,  DType::F16,  DTy
 
 Model Model::from_file(const ModelFile& file) {
     const Config& c = file.config();
-    if (c.arch != "llama")
-        throw Error(file.path() + ": architecture '" + c.arch + "' is not supported (ridge runs llama)");
+    if (!arch_supported(c.arch))
+        throw Error(file.path() + ": architecture '" + c.arch + "' is not supported (ridge runs " + kSupportedArchs + ")");
     if (c.n_embd <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.n_ff <= 0 ||
-        c.n_vocab <= 0 || c.n_heads % c.n_kv_heads != 0 || c.head_dim * c.n_heads != c.n_embd)
+        c.n_vocab <= 0 || c.head_dim <= 0 || c.n_heads % c.n_kv_heads != 0)
         throw Error(file.path() + ": inconsistent model sizes (n_embd " + std::to_string(c.n_embd) + ", n_heads " +
                     std::to_string(c.n_heads) + ", n_kv_heads " + std::to_string(c.n_kv_heads) + ", head_dim " +
                     std::to_string(c.head_dim) + ")");
@@ -49,6 +50,18 @@ Model Model::from_file(const ModelFile& file) {
         L.ffn_gate = &file.require(p + "ffn_gate.weight", kLinearTypes, {d, n_ff});
         L.ffn_up = &file.require(p + "ffn_up.weight", kLinearTypes, {d, n_ff});
         L.ffn_down = &file.require(p + "ffn_down.weight", kLinearTypes, {n_ff, d});
+        // Qwen2 has q/k/v biases and Qwen3 per-head q/k norms (required there, as llama.cpp has
+        // them); any model that carries them gets them.
+        auto optional = [&](const std::string& name, int64_t n, bool required) -> const TensorView* {
+            if (!required && file.find(p + name) == nullptr) return nullptr;
+            return &file.require(p + name, {DType::F32}, {n});
+        };
+        const bool qwen2 = c.arch == "qwen2", qwen3 = c.arch == "qwen3";
+        L.attn_q_bias = optional("attn_q.bias", q_dim, qwen2);
+        L.attn_k_bias = optional("attn_k.bias", kv_dim, qwen2);
+        L.attn_v_bias = optional("attn_v.bias", kv_dim, qwen2);
+        L.attn_q_norm = optional("attn_q_norm.weight", c.head_dim, qwen3);
+        L.attn_k_norm = optional("attn_k_norm.weight", c.head_dim, qwen3);
         for (const TensorView* w : {L.attn_q, L.attn_k, L.attn_v, L.attn_output, L.ffn_gate, L.ffn_up, L.ffn_down})
             if (w->ne(0) % block_elems(w->type) != 0)
                 throw Error(file.path() + ": tensor '" + w->name + "' rows of " + std::to_string(w->ne(0)) +
@@ -61,9 +74,8 @@ double Model::weight_bytes_per_token() const {
     double bytes = double(output->nbytes) + double(output_norm->nbytes);
     bytes += double(row_bytes(token_embd->type, token_embd->ne(0)));
     for (const LayerWeights& L : layers)
-        for (const TensorView* w : {L.attn_norm, L.attn_q, L.attn_k, L.attn_v, L.attn_output, L.ffn_norm,
-                                    L.ffn_gate, L.ffn_up, L.ffn_down})
-            bytes += double(w->nbytes);
+        for (const TensorView* w : L.all())
+            if (w != nullptr) bytes += double(w->nbytes);
     return bytes;
 }
 
@@ -71,9 +83,8 @@ int64_t Model::n_params() const {
     int64_t n = token_embd->n_elements() + output_norm->n_elements();
     if (output != token_embd) n += output->n_elements();
     for (const LayerWeights& L : layers)
-        for (const TensorView* w : {L.attn_norm, L.attn_q, L.attn_k, L.attn_v, L.attn_output, L.ffn_norm,
-                                    L.ffn_gate, L.ffn_up, L.ffn_down})
-            n += w->n_elements();
+        for (const TensorView* w : L.all())
+            if (w != nullptr) n += w->n_elements();
     return n;
 }
 

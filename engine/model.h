@@ -23,6 +23,19 @@ struct LayerWeights {
     const TensorView* ffn_gate = nullptr;     // (n_ff, d)
     const TensorView* ffn_up = nullptr;       // (n_ff, d)
     const TensorView* ffn_down = nullptr;     // (d, n_ff)
+    // Qwen2's biases of q, k and v (y = W x + b); nullptr where the model has none.
+    const TensorView* attn_q_bias = nullptr;  // (q_dim) F32
+    const TensorView* attn_k_bias = nullptr;  // (kv_dim) F32
+    const TensorView* attn_v_bias = nullptr;  // (kv_dim) F32
+    // Qwen3's RMSNorm weights of each query and key head, applied before RoPE; nullptr where none.
+    const TensorView* attn_q_norm = nullptr;  // (head_dim) F32
+    const TensorView* attn_k_norm = nullptr;  // (head_dim) F32
+
+    // Every tensor of the layer, those the model lacks as nullptr.
+    std::vector<const TensorView*> all() const {
+        return {attn_norm, attn_q,      attn_k,      attn_v,      attn_output, ffn_norm,   ffn_gate,
+                ffn_up,    ffn_down,    attn_q_bias, attn_k_bias, attn_v_bias, attn_q_norm, attn_k_norm};
+    }
 };
 
 struct Model {

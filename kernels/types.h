@@ -155,6 +155,17 @@ inline Cost add_cost(int64_t n) {
     return c;
 }
 
+// A bias b (n) added to each of m rows: FLOPs m*n; weight bytes 4*n (b); activations read and
+// written 4*m*n each.
+inline Cost add_bias_cost(int64_t m, int64_t n) {
+    Cost c;
+    c.flops = double(m) * double(n);
+    c.weight_bytes = 4.0 * double(n);
+    c.act_read = 4.0 * double(m) * double(n);
+    c.act_written = 4.0 * double(m) * double(n);
+    return c;
+}
+
 // Y (m, n) = X (m, k) . W^T for W of n rows of k elements of `type`, X in f32.
 inline Cost matmul_cost(DType type, int64_t k, int64_t n, int64_t m) {
     Cost c;

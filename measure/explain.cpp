@@ -69,7 +69,8 @@ std::vector<ExplainOp> entries(const std::vector<Counters::Call>& all, int layer
     for (const Counters::Call& call : all)
         if (call.layer == layer) calls.push_back(call);
     std::vector<ExplainOp> ops;
-    int norms = 0, residuals = 0;
+    int norms = 0, head_norms = 0, biases = 0, residuals = 0;
+    bool roped = false;
     for (size_t i = 0; i < calls.size(); i++) {
         const Counters::Call& call = calls[i];
         switch (call.op) {
@@ -79,8 +80,23 @@ std::vector<ExplainOp> entries(const std::vector<Counters::Call>& all, int layer
                                type_name(model.token_embd->type), call.cost});
                 break;
             case Op::Norm: {
+                if (layer >= 0 && norms > 0 && !roped) {  // Qwen3's per-head norms of q and k, before rope
+                    const bool q = head_norms++ == 0;
+                    ops.push_back({call.op, q ? "q_norm" : "k_norm",
+                                   dims(std::string("rmsnorm ") + (q ? "q" : "k") + " heads", m * (q ? c.n_heads : c.n_kv_heads),
+                                        c.head_dim),
+                                   "F32", call.cost});
+                    break;
+                }
                 const char* name = layer < 0 ? "final_norm" : norms++ == 0 ? "attn_norm" : "ffn_norm";
                 ops.push_back({call.op, name, dims("rmsnorm x", m, d), "F32", call.cost});
+                break;
+            }
+            case Op::Bias: {  // Qwen2's, in the order q, k, v
+                const int which = biases++;
+                ops.push_back({call.op, which == 0 ? "q_bias" : which == 1 ? "k_bias" : "v_bias",
+                               dims(which == 0 ? "q" : which == 1 ? "k" : "v", m, which == 0 ? q_dim : kv_dim) + " += b",
+                               "F32", call.cost});
                 break;
             }
             case Op::Quantize: {  // the input of the matmuls that follow
@@ -101,6 +117,7 @@ std::vector<ExplainOp> entries(const std::vector<Counters::Call>& all, int layer
                 ops.push_back(matmul(call, "logits", "x", c.tied_output ? "Eᵀ" : "Wout", *model.output));
                 break;
             case Op::Rope:
+                roped = true;
                 if (!ops.empty() && ops.back().op == Op::Rope) {
                     ops.back().cost += call.cost;  // k after q
                 } else {

@@ -103,6 +103,21 @@ TEST(CudaOps, SwigluAndAddMatchScalar) {
     }
 }
 
+TEST(CudaOps, AddBiasMatchesTheCpuBitForBit) {
+    RIDGE_REQUIRE_GPU();
+    cuda::Stream s;
+    for (auto [m, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 16}, {7, 1024 + 3}}) {
+        const auto x = random_floats(size_t(m * n), 5 + uint32_t(n)), b = random_floats(size_t(n), 6 + uint32_t(n));
+        std::vector<float> want = x;
+        const cpu::Cost c0 = cpu::add_bias(want.data(), b.data(), m, n);
+        cuda::DeviceBuffer dx = to_device(x), db = to_device(b);
+        const cpu::Cost c1 = cuda::add_bias(s, dx.as<float>(), db.as<float>(), m, n);
+        s.sync();
+        EXPECT_EQ(from_device<float>(dx, size_t(m * n)), want) << m << " x " << n;  // one f32 add each
+        test::expect_cost_eq(c1, c0, "add_bias");
+    }
+}
+
 TEST(CudaOps, ArgmaxTakesTheLowestIndexOnTiesAndSkipsNaN) {
     RIDGE_REQUIRE_GPU();
     cuda::Stream s;

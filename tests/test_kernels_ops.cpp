@@ -348,6 +348,17 @@ TEST(Add, HandWorkedAndRandom) {
     }
 }
 
+TEST(AddBias, EachRowGetsTheBias) {
+    float x[6] = {1, 2, 3, 4, 5, 6};  // 2 rows of 3
+    const float b[3] = {0.5f, -1, 10};
+    const cpu::Cost c = cpu::add_bias(x, b, 2, 3);
+    EXPECT_EQ(std::vector<float>(x, x + 6), (std::vector<float>{1.5f, 1, 13, 4.5f, 4, 16}));
+    EXPECT_DOUBLE_EQ(c.flops, 6);
+    EXPECT_DOUBLE_EQ(c.weight_bytes, 12);
+    EXPECT_DOUBLE_EQ(c.act_read, 24);
+    EXPECT_DOUBLE_EQ(c.act_written, 24);
+}
+
 TEST(Swiglu, ParallelMatchesScalar) {
     const int64_t n = 40003;  // above the threshold of two threads, and not a whole number of vectors
     const auto g = random_floats(size_t(n), 43, -10, 10), u = random_floats(size_t(n), 44, -3, 3);

@@ -614,9 +614,12 @@ TEST(GGUFConfig, Rejects) {
     expect_config_error(with(base, {"llama.rope.dimension_count", GGUFType::UINT32, 64}), "rope.dimension_count 64");
     expect_config_error(with(base, {"llama.block_count", GGUFType::UINT32, 0}), "llama.block_count' is 0");
     expect_config_error(with(base, {"llama.block_count", GGUFType::STRING, 0, 0, "two"}), "llama.block_count' has type STRING");
-    expect_config_error(with(base, {"general.architecture", GGUFType::STRING, 0, 0, "qwen2"}), "'qwen2'");
+    expect_config_error(with(base, {"general.architecture", GGUFType::STRING, 0, 0, "gemma2"}),
+                        "'gemma2', ridge supports llama, qwen2, qwen3");
     expect_config_error(without(base, "llama.embedding_length"), "'llama.embedding_length' is missing");
     expect_config_error(without(base, "llama.vocab_size"), "vocabulary size");
-    expect_config_error(with(base, {"llama.attention.key_length", GGUFType::UINT32, 64}), "key_length 64");
+    expect_config_error(with(with(base, {"llama.attention.key_length", GGUFType::UINT32, 64}),
+                             {"llama.attention.value_length", GGUFType::UINT32, 32}),
+                        "value_length 32 differs from llama.attention.key_length 64");
     expect_config_error(with(base, {"llama.rope.freq_base", GGUFType::FLOAT32, 0, -1.0f}), "freq_base");
 }

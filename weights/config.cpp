@@ -1,5 +1,6 @@
-// config_from_gguf: the Llama hyperparameters from GGUF `llama.*` metadata, with the defaults
-// llama.cpp uses for absent optional keys, and checks that the sizes divide as the forward needs.
+// config_from_gguf: the hyperparameters of a Llama-style model (llama, qwen2, qwen3) from its GGUF
+// `<arch>.*` metadata, with the defaults llama.cpp uses for absent optional keys, and checks that
+// the sizes divide as the forward needs.
 #include "weights/config.h"
 
 #include <cmath>
@@ -28,8 +29,8 @@ int get_int(const GGUFFile& f, const std::string& key, int64_t dflt = -1) {
 
 Config config_from_gguf(const GGUFFile& f) {
     const std::string arch = f.get_string("general.architecture");
-    if (arch != "llama")
-        throw Error(f.path() + ": general.architecture is '" + arch + "', ridge supports only 'llama'");
+    if (!arch_supported(arch))
+        throw Error(f.path() + ": general.architecture is '" + arch + "', ridge supports " + std::string(kSupportedArchs));
     const std::string p = arch + ".";
     Config c;
     c.arch = arch;
@@ -39,13 +40,20 @@ Config config_from_gguf(const GGUFFile& f) {
     c.n_heads = get_int(f, p + "attention.head_count");
     c.n_kv_heads = get_int(f, p + "attention.head_count_kv", c.n_heads);
     c.n_ctx_train = get_int(f, p + "context_length");
-    if (c.n_embd % c.n_heads != 0)
-        throw Error(f.path() + ": " + p + "embedding_length " + std::to_string(c.n_embd) +
-                    " is not a multiple of " + p + "attention.head_count " + std::to_string(c.n_heads));
-    c.head_dim = c.n_embd / c.n_heads;
-    if (f.has(p + "attention.key_length") && get_int(f, p + "attention.key_length") != c.head_dim)
-        throw Error(f.path() + ": " + p + "attention.key_length " + std::to_string(get_int(f, p + "attention.key_length")) +
-                    " differs from embedding_length / head_count = " + std::to_string(c.head_dim) + " (unsupported)");
+    // The head dimension: attention.key_length when given (Qwen3's heads are wider than
+    // embedding_length / head_count), else embedding_length / head_count.
+    if (f.has(p + "attention.key_length")) {
+        c.head_dim = get_int(f, p + "attention.key_length");
+        const int value_length = get_int(f, p + "attention.value_length", c.head_dim);
+        if (value_length != c.head_dim)
+            throw Error(f.path() + ": " + p + "attention.value_length " + std::to_string(value_length) + " differs from " +
+                        p + "attention.key_length " + std::to_string(c.head_dim) + " (unsupported)");
+    } else {
+        if (c.n_embd % c.n_heads != 0)
+            throw Error(f.path() + ": " + p + "embedding_length " + std::to_string(c.n_embd) +
+                        " is not a multiple of " + p + "attention.head_count " + std::to_string(c.n_heads));
+        c.head_dim = c.n_embd / c.n_heads;
+    }
     if (c.n_heads % c.n_kv_heads != 0)
         throw Error(f.path() + ": " + p + "attention.head_count " + std::to_string(c.n_heads) +
                     " is not a multiple of " + p + "attention.head_count_kv " + std::to_string(c.n_kv_heads));
@@ -56,7 +64,9 @@ Config config_from_gguf(const GGUFFile& f) {
     c.rope_freq_base = float(f.get_f64_or(p + "rope.freq_base", 10000.0));
     if (!(c.rope_freq_base > 0) || !std::isfinite(c.rope_freq_base))
         throw Error(f.path() + ": " + p + "rope.freq_base " + std::to_string(c.rope_freq_base) + " is not a positive number");
-    c.rope_style = RopeStyle::Norm;  // GGUF llama stores Q/K permuted for adjacent-pair rotation
+    // GGUF llama stores Q/K permuted for adjacent-pair rotation; Qwen's converter keeps Hugging
+    // Face's order, which rotates dims i and i + rope_dim/2 (llama.cpp's NEOX rope type).
+    c.rope_style = arch == "llama" ? RopeStyle::Norm : RopeStyle::Neox;
     c.norm_eps = float(f.get_f64_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
     if (!(c.norm_eps > 0) || !std::isfinite(c.norm_eps))
         throw Error(f.path() + ": " + p + "attention.layer_norm_rms_epsilon " + std::to_string(c.norm_eps) +

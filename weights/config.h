@@ -17,7 +17,7 @@ struct Config {
     int n_ff = 0;            // feed-forward (hidden) length
     int n_heads = 0;         // query heads
     int n_kv_heads = 0;      // key/value heads (GQA: n_heads % n_kv_heads == 0)
-    int head_dim = 0;        // n_embd / n_heads
+    int head_dim = 0;        // n_embd / n_heads, or the GGUF's attention.key_length
     int n_vocab = 0;
     int n_ctx_train = 0;     // context length the model was trained for
     int rope_dim = 0;        // dimensions rotated per head (<= head_dim)
@@ -30,8 +30,13 @@ struct Config {
     int kv_dim() const { return n_kv_heads * head_dim; } // width of K and V
 };
 
-// From `llama.*` keys (the architecture named by general.architecture must be llama);
-// ridge::Error naming the file and key for anything missing or inconsistent.
+// The architectures ridge runs: Llama's layer, and Qwen2's (q/k/v biases) and Qwen3's (RMSNorm of
+// each query and key head) variants of it.
+inline constexpr const char* kSupportedArchs = "llama, qwen2, qwen3";
+inline bool arch_supported(const std::string& arch) { return arch == "llama" || arch == "qwen2" || arch == "qwen3"; }
+
+// From `<arch>.*` keys (general.architecture must be one of kSupportedArchs); ridge::Error naming
+// the file and key for anything missing or inconsistent.
 Config config_from_gguf(const GGUFFile& f);
 
 }  // namespace ridge

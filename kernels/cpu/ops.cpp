@@ -234,6 +234,12 @@ Cost add_v0_scalar(float* x, const float* y, int64_t n) {
     return add_cost(n);
 }
 
+Cost add_bias_v0_scalar(float* x, const float* b, int64_t m, int64_t n) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t c = 0; c < n; c++) x[i * n + c] += b[c];
+    return add_bias_cost(m, n);
+}
+
 Cost add_v1_omp(float* x, const float* y, int64_t n) {
     constexpr int64_t kChunk = 1024;  // elements per task, a vectorized loop each
     parallel_for((n + kChunk - 1) / kChunk, double(n) >= 4 * kParallelMinWork, [&](int64_t t) {

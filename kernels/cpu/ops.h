@@ -95,4 +95,11 @@ Cost add_v0_scalar(float* x, const float* y, int64_t n);
 Cost add_v1_omp(float* x, const float* y, int64_t n);
 inline Cost add(float* x, const float* y, int64_t n) { return add_v1_omp(x, y, n); }
 
+// ---- bias add ---------------------------------------------------------------------------------
+// Contract: x[i, c] += b[c] for each of m rows. x: (m, n), b: (n).
+// Cost: ridge::add_bias_cost(m, n).
+using ridge::add_bias_cost;  // kernels/types.h
+Cost add_bias_v0_scalar(float* x, const float* b, int64_t m, int64_t n);
+inline Cost add_bias(float* x, const float* b, int64_t m, int64_t n) { return add_bias_v0_scalar(x, b, m, n); }
+
 }  // namespace ridge::cpu

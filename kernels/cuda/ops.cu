@@ -86,6 +86,12 @@ __global__ void add_kernel(float* x, const float* y, int64_t n) {
     if (c < n) x[c] += y[c];
 }
 
+// Launch: one thread per element of x (m * n), grid-wide.
+__global__ void add_bias_kernel(float* x, const float* b, int64_t total, int64_t n) {
+    const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e < total) x[e] += b[e % n];
+}
+
 // ---- argmax --------------------------------------------------------------------------------
 // (value, index) with the larger value winning, the lower index on ties, NaN never.
 __device__ inline bool better(float v, int32_t i, float bv, int32_t bi) {
@@ -169,6 +175,14 @@ Cost add(const Stream& s, float* x, const float* y, int64_t n) {
         RIDGE_CUDA_CHECK_LAUNCH();
     }
     return ridge::add_cost(n);
+}
+
+Cost add_bias(const Stream& s, float* x, const float* b, int64_t m, int64_t n) {
+    if (m > 0 && n > 0) {
+        add_bias_kernel<<<blocks_for(m * n, kEltThreads), kEltThreads, 0, stream_of(s)>>>(x, b, m * n, n);
+        RIDGE_CUDA_CHECK_LAUNCH();
+    }
+    return ridge::add_bias_cost(m, n);
 }
 
 Cost argmax_cost(int64_t m, int64_t n) {

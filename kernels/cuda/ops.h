@@ -33,6 +33,10 @@ Cost swiglu(const Stream& s, const float* gate, const float* up, int64_t n, floa
 // x[c] += y[c] for c < n. Cost: ridge::add_cost.
 Cost add(const Stream& s, float* x, const float* y, int64_t n);
 
+// x[i, c] += b[c] for each of m rows; x (m, n), b (n), both on the device. Bit for bit
+// cpu::add_bias (one f32 add each). Cost: ridge::add_bias_cost.
+Cost add_bias(const Stream& s, float* x, const float* b, int64_t m, int64_t n);
+
 // ids[i] = the index of the largest of logits[i][0..n), the lowest index on ties (the CPU
 // sampler's greedy rule); NaN never wins. logits: (m, n); ids: (m) int32.
 // Cost: FLOPs n*m (one comparison each); activations read 4*m*n, written 4*m.
