@@ -631,6 +631,7 @@ TEST(CliServe, HugePromptsAreRefusedBeforeTheyCostMemory) {
     std::smatch m;
     ASSERT_TRUE(std::regex_search(status, m, std::regex(R"(VmHWM:\s+(\d+) kB)"))) << status;
     EXPECT_LT(std::stod(m[1]) * 1024, bound) << "peak resident " << m[1] << " kB";
+    std::printf("[ note ] peak resident %s kB, bound %.0f kB\n", m[1].str().c_str(), bound / 1024);
     EXPECT_EQ(s.stop(), 0) << s.err();
 }
 

@@ -107,6 +107,11 @@ struct Server {
     std::atomic<int64_t> http_requests{0};
     std::atomic<int64_t> http_errors{0};
     std::unique_ptr<serve::ConnectionGuard> guard;  // slow and idle connections (serve_guard.h)
+    // Parsing a body costs a few times its size (the JSON, the strings taken from it, the tokens):
+    // bodies over kLargeBody are parsed one at a time, so that several at once cost the server
+    // their raw bytes and one parse, not several parses.
+    static constexpr size_t kLargeBody = size_t(1) << 20;
+    std::mutex large_body_mu;
     std::atomic<bool> engine_failed{false};
 
     std::mutex active_mu;            // guards active, shutting_down
@@ -302,7 +307,10 @@ std::function<void(bool)> cancel_if_unfinished(Server* sp, std::shared_ptr<Chann
 void handle_completion(Server& S, const httplib::Request& http_req, httplib::Response& res, bool chat) {
     const auto start = std::chrono::steady_clock::now();
     const std::string path = http_req.path;
+    std::unique_lock<std::mutex> large(S.large_body_mu, std::defer_lock);
+    if (http_req.body.size() > Server::kLargeBody) large.lock();
     Prepared P = prepare(S, http_req.body, chat);
+    if (large.owns_lock()) large.unlock();
     const serve::ResponseInfo info = response_info(S, chat);
     auto ch = std::make_shared<Channel>();
     RequestParams params;
@@ -613,6 +621,8 @@ void run_serve(ServeOptions& o) {
                   handle_completion(S, req, res, /*chat=*/true);
               }));
     http.Post("/tokenize", guarded([&S](const httplib::Request& req, httplib::Response& res) {
+                  std::unique_lock<std::mutex> large(S.large_body_mu, std::defer_lock);
+                  if (req.body.size() > Server::kLargeBody) large.lock();
                   const serve::TokenizeRequest t = serve::parse_tokenize_request(req.body);
                   std::vector<int32_t> ids;
                   try {
