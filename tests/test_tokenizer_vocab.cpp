@@ -97,7 +97,8 @@ TEST_P(LlamaCppVocab, MatchesLlamaCppTokenIds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWithGguf, LlamaCppVocab,
-                         testing::Values("llama-spm", "phi-3", "gpt-2", "starcoder", "refact", "deepseek-coder", "mpt"),
+                         testing::Values("llama-spm", "phi-3", "gpt-2", "starcoder", "refact", "deepseek-coder", "mpt",
+                                         "llama-bpe", "qwen2", "deepseek-llm"),
                          [](const testing::TestParamInfo<std::string>& info) {
                              std::string name = info.param;
                              for (char& c : name)
