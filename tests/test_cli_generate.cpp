@@ -314,7 +314,7 @@ TEST(CliUsage, UsageErrorsExit2WithDidYouMeanAndRunErrorsExit1) {
         EXPECT_NE(r.err.find(mention), std::string::npos) << r.err;
     };
     expect({"bnech"}, 2, "unknown command 'bnech' (did you mean 'bench'?)");
-    expect({"frobnicate"}, 2, "unknown command 'frobnicate'; the commands are info, tokenize, generate");
+    expect({"frobnicate"}, 2, "unknown command 'frobnicate'; the commands are info, tokenize, template, generate");
     expect({"generate", "-m", kGguf, "--temperature", "0.5"}, 2, "(did you mean --temp?)");
     expect({"generate", "-m", kGguf, "--top_k", "3"}, 2, "(did you mean --top-k?)");
     expect({"generate", "-m", kGguf, "-n", "many"}, 2, "--n-predict");

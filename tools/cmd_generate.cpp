@@ -273,65 +273,69 @@ void run_generate(GenerateOptions& o, const std::string& prompt) {
 
 // ---- chat -------------------------------------------------------------------------------------
 
-void run_chat(GenerateOptions& o, const std::optional<std::string>& system) {
+struct ChatOptions {
+    std::optional<std::string> system;
+    std::string chat_template, chat_template_file, date;
+};
+
+void run_chat(GenerateOptions& o, const ChatOptions& co) {
     check_options(o);
     Loaded L = load(o);
     Session& s = *L.session;
     const Tokenizer& tok = *L.tok;
-    if (!tok.find_token("<|im_start|>") || !tok.find_token("<|im_end|>"))
-        throw Error(L.file->path() + ": the vocabulary has no <|im_start|>/<|im_end|> tokens; ridge chat speaks ChatML only");
-    const std::string tmpl = tok.chat_template();
-    if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos)
-        throw Error(L.file->path() + ": the chat template is not ChatML; ridge chat speaks ChatML only");
-    const std::string system_text = system ? *system : serve::default_system_message(tmpl);
-    const int32_t im_start = *tok.find_token("<|im_start|>"), im_end = *tok.find_token("<|im_end|>");
+    const serve::ChatSetup chat = serve::chat_setup(&tok, co.chat_template, co.chat_template_file, co.date);
     print_load_info(o, L);
+    std::fprintf(stderr, "ridge: chat template %s\n", chat.tmpl.name().c_str());
 
     Sampler sampler(o.sp);
     const int seq = s.cache().new_sequence();
-    std::vector<int32_t> history;
-    bool first = true;
-    bool reply_open = false;  // an assistant reply is in the cache without its closing <|im_end|>
+    std::vector<ChatTurn> turns;
+    if (co.system) turns.push_back({"system", *co.system});
+    std::vector<int32_t> history;  // the tokens in the cache, then the reply's
     const bool interactive = isatty(STDIN_FILENO);
     std::string line;
     while (true) {
         if (interactive) std::fprintf(stderr, "> ");
         if (!std::getline(std::cin, line)) break;
         if (line.empty()) continue;
-        // The turn as pieces: ChatML's tokens by id, what the user typed as text (never a token).
-        std::vector<PromptPiece> turn;
-        if (reply_open) turn.push_back({im_end, {}}), turn.push_back({-1, "\n"});
-        const std::vector<PromptPiece> rest = serve::chatml_pieces({{"user", line}}, first ? system_text : "", im_start, im_end);
-        turn.insert(turn.end(), rest.begin(), rest.end());
-        std::vector<int32_t> ids = tok.encode_pieces(turn, first && tok.add_bos_default());
-        const int used = s.cache().length(seq);
-        if (int64_t(used) + int64_t(ids.size()) + 1 > L.n_ctx) {
-            std::fprintf(stderr, "ridge: the context is full (%d of %d tokens used, this turn needs %zu more); "
-                                 "start a new chat or raise -c\n", used, L.n_ctx, ids.size() + 1);
+        // The whole conversation, rendered again: what the cache already holds (the longest common
+        // prefix) is kept, the rest prefilled. Templates that rewrite earlier turns (Mistral moves
+        // the system message to the last user turn) or a reply that tokenizes differently as text
+        // cost a shorter prefix, never a wrong one. What the user typed is text, never a token.
+        turns.push_back({"user", line});
+        const std::vector<int32_t> ids = serve::chat_prompt_ids(chat, tok, turns, /*add_generation_prompt=*/true);
+        const int cached = s.cache().length(seq);
+        size_t keep = 0;
+        while (keep < ids.size() && keep < size_t(cached) && keep < history.size() && ids[keep] == history[keep]) keep++;
+        if (keep == ids.size()) keep--;  // at least one token to prefill, for the next logits
+        if (ids.size() + 1 > size_t(L.n_ctx)) {
+            std::fprintf(stderr, "ridge: the context is full (this conversation needs %zu of %d tokens); "
+                                 "start a new chat or raise -c\n", ids.size() + 1, L.n_ctx);
             return;
         }
-        first = false;
-        const float* logits = s.prefill(seq, ids);
-        history.insert(history.end(), ids.begin(), ids.end());
+        s.cache().truncate(seq, int(keep));
+        const float* logits = s.prefill(seq, std::vector<int32_t>(ids.begin() + int64_t(keep), ids.end()));
+        history = ids;
         StreamDecoder decoder(tok);
-        if (!history.empty()) decoder.push(history.back());
+        decoder.push(history.back());
         serve::StopMatcher stop(o.stop);
+        std::string reply;
         const GenerateResult res = generate(s, seq, sampler, tok, logits, history, o.n_predict, [&](int32_t id) {
-            emit(stop.push(decoder.push(id)));
+            const std::string piece = stop.push(decoder.push(id));
+            reply += piece;
+            emit(piece);
             return !stop.stopped();
         });
-        if (!stop.stopped()) emit(stop.push(decoder.flush()) + stop.flush());
-        emit("\n");
-        // The last sampled token is not in the cache yet: a content token must be fed before the
-        // next turn's "<|im_end|>"; an end-of-generation token is replaced by that "<|im_end|>".
-        if (res.unfed >= 0 && res.stop != StopReason::EndOfGeneration) {
-            if (s.cache().length(seq) + 1 > L.n_ctx) {
-                std::fprintf(stderr, "ridge: the context is full (%d tokens); start a new chat or raise -c\n", L.n_ctx);
-                return;
-            }
-            s.decode(seq, res.unfed);
+        if (!stop.stopped()) {
+            const std::string tail = stop.push(decoder.flush()) + stop.flush();
+            reply += tail;
+            emit(tail);
         }
-        reply_open = true;
+        emit("\n");
+        if (res.stop == StopReason::Length)
+            std::fprintf(stderr, "ridge: [the reply stopped at -n %d tokens]\n", o.n_predict);
+        history.resize(std::min(history.size(), size_t(s.cache().length(seq))));  // what the cache holds
+        turns.push_back({"assistant", reply});
         if (res.stop == StopReason::ContextFull) {
             std::fprintf(stderr, "ridge: the context is full (%d tokens); start a new chat or raise -c\n", L.n_ctx);
             return;
@@ -370,15 +374,19 @@ void register_generate(CLI::App& app) {
 
     struct ChatArgs {
         GenerateOptions run;
-        std::optional<std::string> system;
+        ChatOptions chat;
     };
     auto c = std::make_shared<ChatArgs>();
-    CLI::App* chat = app.add_subcommand("chat", "interactive multi-turn chat (ChatML); one line per message");
+    CLI::App* chat = app.add_subcommand("chat", "interactive multi-turn chat in the model's template; one line per message");
     add_common_options(chat, c->run);
-    chat->add_option("--system", c->system, "system message (default: the chat template's own, if any)");
+    chat->add_option("--system", c->chat.system, "system message (default: the chat template's own, if any)");
+    chat->add_option("--chat-template", c->chat.chat_template, "render the chat as this family (default: the model's template)");
+    chat->add_option("--chat-template-file", c->chat.chat_template_file, "the chat template (Jinja) to recognise, instead of the model's")
+        ->excludes("--chat-template");
+    chat->add_option("--date", c->chat.date, "the date the template is told (\"26 Jul 2024\"; default: today)");
     chat->add_option("-n,--n-predict", c->run.n_predict, "most tokens per reply (-1: until end of reply or context)")
         ->capture_default_str();
-    chat->callback([c]() { run_chat(c->run, c->system); });
+    chat->callback([c]() { run_chat(c->run, c->chat); });
 }
 
 }  // namespace ridge::cli

@@ -62,6 +62,8 @@ struct ServeOptions {
     std::string cors_origin;     // when set, browsers from this origin ("*": any) may call the API
     double shutdown_grace = 5;   // seconds open requests get to finish after SIGINT/SIGTERM
     double read_deadline = 30;   // seconds a connection has to send its whole request
+    std::string chat_template;   // --chat-template NAME: a family instead of the model's template
+    std::string chat_template_file;  // --chat-template-file: a Jinja template's text
     SamplerParams sp;            // defaults for requests' sampling fields
 };
 
@@ -96,9 +98,8 @@ struct Server {
     int n_ctx = 0;
     std::string model_name;
     int64_t started = 0;             // Unix seconds
-    bool chatml = false;             // the vocabulary has <|im_start|> / <|im_end|>
-    int32_t im_start = -1, im_end = -1;  // their ids
-    std::string default_system;      // the chat template's default system message
+    std::optional<serve::ChatSetup> chat;  // the chat template (serve::chat_setup); none: no_chat says why
+    std::string no_chat;
     size_t longest_token = 1;        // bytes of the longest token text (serve::prompt_cannot_fit)
     double bandwidth_gbs = 0;        // for ridge_decode_percent_of_bound
     std::string no_bound_reason;
@@ -176,9 +177,7 @@ Prepared prepare(Server& S, const std::string& body, bool chat) {
     Prepared P;
     const uint64_t seed = uint64_t(std::chrono::system_clock::now().time_since_epoch().count()) + S.next_id.load();
     P.req = serve::parse_completion_request(body, chat, S.opt.sp, seed);
-    if (chat && !S.chatml)
-        throw ApiError(400, "invalid_request_error",
-                       "this model has no ChatML chat template (<|im_start|>/<|im_end|>): use /v1/completions");
+    if (chat && !S.chat) throw ApiError(400, "invalid_request_error", S.no_chat + "; /v1/completions takes a prompt as it is");
     // A prompt that cannot fit is refused before it costs a tokenization (the template's own text
     // is left out of the count: a lower bound stays a lower bound).
     size_t text_bytes = P.req.prompt.size();
@@ -188,10 +187,11 @@ Prepared prepare(Server& S, const std::string& body, bool chat) {
     try {
         // Content is text: a chat's control tokens go in by id, its messages as text; a completion's
         // prompt parses special-token texts only when the request asks ("parse_special": true).
-        if (chat)
-            P.ids = S.tok->encode_pieces(serve::chatml_pieces(P.req.messages, S.default_system, S.im_start, S.im_end),
-                                         S.tok->add_bos_default());
-        else
+        if (chat) {
+            std::vector<ChatTurn> turns;
+            for (const serve::ChatMessage& m : P.req.messages) turns.push_back({m.role, m.content});
+            P.ids = serve::chat_prompt_ids(*S.chat, *S.tok, turns, /*add_generation_prompt=*/true);
+        } else
             P.ids = S.tok->encode(P.req.prompt, S.tok->add_bos_default(), P.req.parse_special);
     } catch (const Error& e) {
         throw ApiError(400, "invalid_request_error", std::string("prompt: ") + e.what());
@@ -532,11 +532,13 @@ void run_serve(ServeOptions& o) {
     if (o.kv_tokens > 0 && o.kv_tokens < S.n_ctx)
         throw Error("--kv-tokens " + std::to_string(o.kv_tokens) + " is less than the context of " +
                     std::to_string(S.n_ctx) + " (-c): one full sequence must fit");
-    S.chatml = S.tok->find_token("<|im_start|>") && S.tok->find_token("<|im_end|>");
-    if (S.chatml) S.im_start = *S.tok->find_token("<|im_start|>"), S.im_end = *S.tok->find_token("<|im_end|>");
-    const std::string tmpl = S.tok->chat_template();
-    if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos) S.chatml = false;
-    S.default_system = serve::default_system_message(tmpl);
+    try {
+        S.chat = serve::chat_setup(S.tok.get(), o.chat_template, o.chat_template_file, "");
+    } catch (const Error& e) {
+        if (!o.chat_template.empty() || !o.chat_template_file.empty()) throw;  // asked for: a start-up error
+        S.no_chat = e.what();
+        std::fprintf(stderr, "ridge: warning: /v1/chat/completions is off: %s\n", e.what());
+    }
     S.longest_token = serve::longest_token_bytes(*S.tok);
     S.model_name = model_name_of(o);
     S.started = int64_t(std::time(nullptr));
@@ -796,6 +798,9 @@ void register_serve(CLI::App& app) {
                     "seconds open requests get to finish after SIGINT/SIGTERM (a second signal ends it)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 3600.0));
+    cmd->add_option("--chat-template", o->chat_template, "render chats as this family (default: the model's template)");
+    cmd->add_option("--chat-template-file", o->chat_template_file, "the chat template (Jinja) to recognise, instead of the model's")
+        ->excludes("--chat-template");
     cmd->add_option("--read-deadline", o->read_deadline,
                     "seconds a connection has to send its whole request (headers and body) before a 408")
         ->capture_default_str()

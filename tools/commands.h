@@ -7,6 +7,7 @@ namespace ridge::cli {
 
 void register_info(CLI::App& app);      // tools/cmd_info.cpp
 void register_tokenize(CLI::App& app);  // tools/cmd_tokenize.cpp
+void register_template(CLI::App& app);  // tools/cmd_template.cpp
 void register_generate(CLI::App& app);  // tools/cmd_generate.cpp (generate and chat)
 void register_probe(CLI::App& app);     // tools/cmd_probe.cpp
 void register_explain(CLI::App& app);   // tools/cmd_explain.cpp

@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
     });
     ridge::cli::register_info(app);
     ridge::cli::register_tokenize(app);
+    ridge::cli::register_template(app);
     ridge::cli::register_generate(app);
     ridge::cli::register_probe(app);
     ridge::cli::register_bench(app);

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <limits>
 
 #include "weights/error.h"
+#include "weights/mapped_file.h"
 
 namespace ridge::serve {
 
@@ -269,24 +271,47 @@ std::vector<int32_t> parse_detokenize_request(std::string_view body, int n_vocab
     return ids;
 }
 
-std::string default_system_message(const std::string& tmpl) {
-    const std::string cond = "messages[0]['role'] != 'system'";
-    const std::string open = "<|im_start|>system\n";
-    const size_t at = tmpl.find(cond);
-    if (at == std::string::npos) return {};
-    const size_t start = tmpl.find(open, at);
-    if (start == std::string::npos) return {};
-    const size_t end = tmpl.find("<|im_end|>", start);
-    if (end == std::string::npos) return {};
-    return tmpl.substr(start + open.size(), end - start - open.size());
+ChatSetup chat_setup(const Tokenizer* tok, const std::string& name, const std::string& file, const std::string& date) {
+    std::string text = tok != nullptr ? tok->chat_template() : "";
+    if (!file.empty()) text = read_whole_file(file, "chat template file");
+    std::optional<ChatTemplate> t;
+    if (!name.empty()) {
+        t = ChatTemplate::by_name(name);
+        if (!t) {
+            std::string list;
+            for (const std::string& n : ChatTemplate::names()) list += (list.empty() ? "" : ", ") + n;
+            throw Error("--chat-template '" + name + "' is not one ridge renders (" + list + ")");
+        }
+    } else if (!text.empty()) {
+        t = ChatTemplate::from_text(text);
+    } else if (tok != nullptr && tok->find_token("<|im_start|>") && tok->find_token("<|im_end|>")) {
+        t = ChatTemplate::by_name("chatml");
+    } else {
+        throw Error("the model has no chat template: give --chat-template NAME or --chat-template-file FILE");
+    }
+    ChatSetup s{*t, {}};
+    if (tok != nullptr && file.empty()) {
+        s.ctx.bos = tok->bos_id() >= 0 ? tok->token_text(tok->bos_id()) : "";
+        s.ctx.eos = tok->eos_id() >= 0 ? tok->token_text(tok->eos_id()) : "";
+    } else {
+        s.ctx.bos = t->standard_bos(), s.ctx.eos = t->standard_eos();
+    }
+    s.ctx.date_given = !date.empty();
+    std::tm tm{};
+    if (s.ctx.date_given) {  // "26 Jul 2024", as llama.cpp's and Hugging Face's date_string reads
+        const char* end = strptime(date.c_str(), "%d %b %Y", &tm);
+        if (end == nullptr || *end != '\0') throw Error("--date '" + date + "' is not a date like \"26 Jul 2024\"");
+    } else {
+        const std::time_t now = std::time(nullptr);
+        localtime_r(&now, &tm);
+    }
+    s.ctx.year = tm.tm_year + 1900, s.ctx.month = tm.tm_mon + 1, s.ctx.day = tm.tm_mday;
+    return s;
 }
 
-std::string chatml_prompt(const std::vector<ChatMessage>& messages, const std::string& default_system) {
-    std::string text;
-    if (!default_system.empty() && (messages.empty() || messages[0].role != "system"))
-        text += "<|im_start|>system\n" + default_system + "<|im_end|>\n";
-    for (const ChatMessage& m : messages) text += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-    return text + "<|im_start|>assistant\n";
+std::vector<int32_t> chat_prompt_ids(const ChatSetup& chat, const Tokenizer& tok, const std::vector<ChatTurn>& turns,
+                                     bool add_generation_prompt) {
+    return tok.encode_pieces(to_pieces(chat.tmpl.render(turns, add_generation_prompt, chat.ctx), tok), /*add_bos=*/false);
 }
 
 size_t longest_token_bytes(const Tokenizer& tok) {
@@ -304,21 +329,6 @@ std::string prompt_cannot_fit(size_t text_bytes, size_t longest_token_bytes, int
            std::to_string(max_tokens + 1) + " tokens";
 }
 
-std::vector<PromptPiece> chatml_pieces(const std::vector<ChatMessage>& messages, const std::string& default_system,
-                                       int32_t im_start, int32_t im_end) {
-    std::vector<PromptPiece> p;
-    auto turn = [&](const std::string& role, const std::string& content) {
-        p.push_back({im_start, {}});
-        p.push_back({-1, role + "\n" + content});
-        p.push_back({im_end, {}});
-        p.push_back({-1, "\n"});
-    };
-    if (!default_system.empty() && (messages.empty() || messages[0].role != "system")) turn("system", default_system);
-    for (const ChatMessage& m : messages) turn(m.role, m.content);
-    p.push_back({im_start, {}});
-    p.push_back({-1, "assistant\n"});
-    return p;
-}
 
 std::string StopMatcher::push(std::string_view text) {
     if (stopped_) return {};

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 #include "engine/sampler.h"
@@ -68,19 +69,21 @@ TokenizeRequest parse_tokenize_request(std::string_view body);
 // The ids, each checked against n_vocab.
 std::vector<int32_t> parse_detokenize_request(std::string_view body, int n_vocab);
 
-// The system message a ChatML chat template inserts when the conversation has none (SmolLM2's:
-// "{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n...<|im_end|>"),
-// or "" when the template has no such branch. (`ridge chat` reads the template the same way.)
-std::string default_system_message(const std::string& chat_template);
-
-// The ChatML text of a conversation followed by the opening of the assistant's turn, as the
-// model's template renders it: the default system message first when the messages begin with
-// none, then "<|im_start|>ROLE\nCONTENT<|im_end|>\n" each, then "<|im_start|>assistant\n".
-std::string chatml_prompt(const std::vector<ChatMessage>& messages, const std::string& default_system);
-// The same prompt as the model is fed it: the ChatML control tokens by id (im_start, im_end), every
-// role, newline and content as text (Tokenizer::encode_pieces), so content never becomes a token.
-std::vector<PromptPiece> chatml_pieces(const std::vector<ChatMessage>& messages, const std::string& default_system,
-                                       int32_t im_start, int32_t im_end);
+// The chat template for a model (chat and serve): --chat-template NAME, else the text of
+// --chat-template-file, else the model's tokenizer.chat_template, else ChatML when the vocabulary
+// has <|im_start|> and <|im_end|> (SmolLM2's own template is ChatML). The context: the model's BOS
+// and EOS texts (a template file with no model: its family's standard ones), the date
+// strftime_now gives (`date` when given, as --date, else today), ChatML's default system message
+// from the template text. ridge::Error naming the template's first line and the names for one
+// ridge cannot render, or saying there is none.
+struct ChatSetup {
+    ChatTemplate tmpl;
+    ChatContext ctx;
+};
+ChatSetup chat_setup(const Tokenizer* tok, const std::string& name, const std::string& file, const std::string& date);
+// A conversation as the model is fed it (the template's control tokens by id, content as text).
+std::vector<int32_t> chat_prompt_ids(const ChatSetup& chat, const Tokenizer& tok, const std::vector<ChatTurn>& turns,
+                                     bool add_generation_prompt);
 
 // A prompt too long to fit, found before tokenizing it (a 15 MiB prompt would otherwise become
 // millions of tokens, and hundreds of MiB, only to be refused). No token stands for more bytes
