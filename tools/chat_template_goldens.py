@@ -8,14 +8,17 @@ Nothing here comes from ridge.
 
 From what: Python jinja2, set up as Hugging Face transformers' apply_chat_template sets it up: an
 ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, the loopcontrols extension, a
-tojson filter that keeps non-ASCII text, raise_exception, and strftime_now (fixed here to
-26 Jul 2024 so the goldens do not change with the day). The variables: messages,
-add_generation_prompt, bos_token "<BOS>", eos_token "<EOS>" (placeholders the tests pass too),
-tools None.
+tojson filter that keeps non-ASCII text, raise_exception, strftime_now (fixed here to
+26 Jul 2024 so the goldens do not change with the day), and the {% generation %} block tag that
+transformers' AssistantTracker extension adds (outside assistant-mask tracking it renders its body
+unchanged). The variables: messages, add_generation_prompt, bos_token "<BOS>", eos_token "<EOS>"
+(placeholders the tests pass too), tools None and documents None (transformers passes both).
 
-How to run (from the repository root; needs jinja2 from PyPI):
-    python3 tools/chat_template_goldens.py [--templates DIR] [--out FILE]
---templates defaults to $RIDGE_TESTDATA_DIR/chat-templates, else ../shared/testdata/chat-templates.
+How to run (from the repository root; needs only jinja2 from PyPI, no torch/transformers):
+    python3 -m venv /tmp/tmpl-venv && /tmp/tmpl-venv/bin/pip install jinja2
+    /tmp/tmpl-venv/bin/python tools/chat_template_goldens.py [--templates DIR] [--out FILE]
+--templates defaults to $RIDGE_TESTDATA_DIR/chat-templates, else ../shared/testdata/chat-templates
+beside the repository; --out defaults to tests/data/chat-templates/goldens.json.
 """
 import argparse
 import datetime
@@ -27,6 +30,7 @@ import pathlib
 import jinja2
 import jinja2.ext
 import jinja2.sandbox
+from jinja2 import nodes
 
 BOS, EOS = "<BOS>", "<EOS>"
 DATE = datetime.datetime(2024, 7, 26)
@@ -67,9 +71,24 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
+class GenerationTag(jinja2.ext.Extension):
+    """{% generation %}...{% endgeneration %}, as transformers' AssistantTracker parses it. That
+    extension only records where the body lands when assistant masks are asked for; the text it
+    renders is the body's, which is all this does."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
+
+
 def environment():
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                                       extensions=[jinja2.ext.loopcontrols])
+                                                       extensions=[GenerationTag, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: DATE.strftime(fmt)
@@ -80,7 +99,7 @@ def render(env, text, messages, gen):
     try:
         template = env.from_string(text)
         return template.render(messages=messages, add_generation_prompt=gen, bos_token=BOS, eos_token=EOS,
-                               tools=None)
+                               tools=None, documents=None)
     except Exception as e:  # the template's own refusal, or what it cannot render: recorded
         return {"error": f"{type(e).__name__}: {e}"}
 

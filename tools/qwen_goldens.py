@@ -35,7 +35,6 @@ Each JSON file:
 Logits are rounded to 6 significant digits.
 """
 import argparse
-import hashlib
 import inspect
 import json
 import os
@@ -47,6 +46,9 @@ import gguf  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_logits_goldens import sha256_of  # noqa: E402  (the same file hash as the SmolLM2 goldens)
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 MODELS = [("tiny-random-qwen2.Q8_0.gguf", "tiny-qwen2.json"),
@@ -68,14 +70,6 @@ LAYER_NAMES = {
 
 def r6(x):
     return float(f"{float(x):.6g}")
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def hf_name(gguf_name):
@@ -198,7 +192,7 @@ def make(gguf_dir, gguf_file, out_path):
             sys.exit(f"{gguf_file}: cached and uncached greedy disagree: {greedy} vs {again}")
 
     result = {
-        "source": {"file": gguf_file, "sha256": sha256(path)},
+        "source": {"file": gguf_file, "sha256": sha256_of(path)},
         "reference": f"transformers {transformers.__version__}, torch "
                      f"{torch.__version__.split('+')[0]}, float32, dequantized from GGUF",
         "config": cfg,
