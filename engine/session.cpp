@@ -19,6 +19,15 @@ const float* Session::prefill(int seq, std::span<const int32_t> tokens) { return
 
 const float* Session::decode(int seq, int32_t token) { return feed(seq, std::span<const int32_t>(&token, 1), decode_stats); }
 
+void Session::warm_up(int32_t token) {
+    if (cache_.free_blocks() == 0) return;
+    const int seq = cache_.new_sequence();
+    decode(seq, token);
+    cache_.free_sequence(seq);
+    prefill_stats = {};
+    decode_stats = {};
+}
+
 const float* Session::feed(int seq, std::span<const int32_t> tokens, PhaseStats& stats) {
     if (tokens.empty()) throw Error("session: nothing to feed");
     const int n = int(tokens.size());

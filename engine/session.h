@@ -46,6 +46,10 @@ public:
     // would pass the context (nothing is fed then).
     const float* prefill(int seq, std::span<const int32_t> tokens);
     const float* decode(int seq, int32_t token);
+    // One untimed pass (a single token on a scratch sequence, freed after) so that the first timed
+    // pass finds the weights in memory and the threads started, as llama.cpp's warm-up does; the
+    // statistics are cleared after it. A full cache (no free block) skips it.
+    void warm_up(int32_t token);
 
     PhaseStats prefill_stats, decode_stats;
     void set_counting(bool on) { opt_.count = on; }

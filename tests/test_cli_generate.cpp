@@ -110,6 +110,21 @@ const std::regex kRooflineTail(
     R"(tokens/s decode \(token limit\) \| decode ([0-9.]+) MB/token, ([0-9.]+) GB/s, ([0-9.]+)% of bound )"
     R"(\(([0-9.]+) tokens/s at 20\.0 GB/s\)$)");
 
+// The untimed warm-up pass (on by default, as llama.cpp's) changes no token and leaves the
+// statistics to the prompt's own pass: the same text with and without it.
+TEST(CliGenerate, TheWarmUpChangesNothingButTheTimes) {
+    const RunResult warm = ridge({"generate", "-m", kGguf, "--temp", "0", "-p", "Zoo", "-n", "57", "-t", "2"});
+    const RunResult cold = ridge({"generate", "-m", kGguf, "--temp", "0", "-p", "Zoo", "-n", "57", "-t", "2", "--no-warmup"});
+    ASSERT_EQ(warm.rc, 0) << warm.err;
+    ASSERT_EQ(cold.rc, 0) << cold.err;
+    EXPECT_EQ(warm.out, read_file(kExpected + "run_t0_n60_i_Zoo.txt"));
+    EXPECT_EQ(cold.out, warm.out);
+    for (const RunResult* r : {&warm, &cold}) {
+        EXPECT_NE(r->err.find("ridge: prompt 4 tokens"), std::string::npos) << r->err;
+        EXPECT_NE(r->err.find("generated 57 tokens"), std::string::npos) << r->err;
+    }
+}
+
 TEST(CliGenerate, StatsLineHasDecodeBandwidthAndShareOfBound) {
     const std::string probe = cli_test::write_probe(20.0, 100.0);
     const std::string text = read_file(probe);

@@ -46,11 +46,13 @@ struct GenerateOptions {
     SamplerParams sp;
     bool seed_set = false;
     std::vector<std::string> stop;  // --stop: the text ends just before the first of these
+    bool warmup = true;             // --no-warmup: time the first pass cold
 };
 
 void add_common_options(CLI::App* cmd, GenerateOptions& o) {
     o.model.add_options(cmd);
     o.model.add_exact_option(cmd);
+    cmd->add_flag("!--no-warmup", o.warmup, "no untimed warm-up pass before the timed ones (the first is then cold)");
     cmd->add_option("-t,--threads", o.threads, "CPU threads (default: all)")->each([&o](const std::string&) {
         o.threads_set = true;
     });
@@ -245,6 +247,7 @@ void run_generate(GenerateOptions& o, const std::string& prompt) {
     for (int32_t id : ids) decoder.push(id);  // so the first generated piece sees the right previous token
 
     Sampler sampler(o.sp);
+    if (o.warmup && !ids.empty()) s.warm_up(ids[0]);
     const int seq = s.cache().new_sequence();
     GenerateResult res;
     if (o.n_predict != 0) {
