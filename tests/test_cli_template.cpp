@@ -4,8 +4,16 @@
 // by name and refuses an unknown one.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -79,6 +87,63 @@ TEST(CliTemplate, ChatTakesAFamilyByName) {
     EXPECT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.err.find("chat template chatml"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("[the reply stopped at -n 3 tokens]"), std::string::npos) << r.err;
+}
+
+// Ctrl-C during a reply stops it and keeps the chat: the next line gets its answer, and the end
+// of the input ends the chat with its summary (exit 0). Run with pipes: SIGINT is sent once the
+// first reply has begun to arrive (the test's limits are generous; nothing is timed).
+TEST(CliChat, CtrlCStopsTheReplyAndKeepsTheChat) {
+    if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << "no " << kSmol;
+    int in[2], out[2];
+    ASSERT_EQ(::pipe(in), 0);
+    ASSERT_EQ(::pipe(out), 0);
+    const std::string err_path = cli_test::scratch("chat_err.txt");
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::dup2(in[0], 0), ::dup2(out[1], 1);
+        const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ::dup2(err, 2);
+        ::close(in[1]), ::close(out[0]);
+        ::setenv("OMP_NUM_THREADS", "2", 1);
+        ::execl(RIDGE_BINARY, RIDGE_BINARY, "chat", "-m", kSmol.c_str(), "--temp", "0", "-n", "2000", "-c", "4096",
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    ::close(in[0]), ::close(out[1]);
+    const std::string first = "Write a very long story about a lighthouse keeper.\n";
+    ASSERT_EQ(::write(in[1], first.data(), first.size()), ssize_t(first.size()));
+    std::string got;
+    char buf[4096];
+    auto read_some = [&](int timeout_ms) {
+        pollfd p{out[0], POLLIN, 0};
+        if (::poll(&p, 1, timeout_ms) <= 0) return false;
+        const ssize_t n = ::read(out[0], buf, sizeof buf);
+        if (n <= 0) return false;
+        got.append(buf, size_t(n));
+        return true;
+    };
+    while (got.size() < 20 && read_some(60000)) {
+    }
+    ASSERT_GE(got.size(), 20u) << "the first reply did not begin";
+    ::kill(pid, SIGINT);
+    // The interrupted reply ends with a newline; then the next turn.
+    const std::string second = "Thank you. What is 2+2?\n";
+    ASSERT_EQ(::write(in[1], second.data(), second.size()), ssize_t(second.size()));
+    ::close(in[1]);
+    while (read_some(120000)) {
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ::close(out[0]);
+    const std::string err = cli_test::read_file(err_path);
+    ASSERT_TRUE(WIFEXITED(status)) << err;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << err;
+    EXPECT_NE(err.find("[reply interrupted"), std::string::npos) << err;
+    EXPECT_NE(err.find("tokens in the context"), std::string::npos) << err;  // the summary
+    // Two replies: the cut one and the next, each ending with a newline.
+    const size_t nl = got.find('\n');
+    ASSERT_NE(nl, std::string::npos) << got;
+    EXPECT_GT(got.size(), nl + 2) << "no answer after the interrupted one: " << got;
 }
 
 }  // namespace

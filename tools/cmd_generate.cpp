@@ -2,7 +2,11 @@
 // (stdout: exactly the prompt followed by the generated text, streamed) or hold a multi-turn
 // ChatML conversation whose history stays in the KV cache. Load info and statistics go to stderr.
 #include <omp.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 
 #include <chrono>
 #include <cstdio>
@@ -276,6 +280,34 @@ void run_generate(GenerateOptions& o, const std::string& prompt) {
 
 // ---- chat -------------------------------------------------------------------------------------
 
+// Ctrl-C in a chat: set by the SIGINT handler, read and cleared by the chat loop.
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted = true; }
+
+// Standard input a line at a time through read(2), so that a Ctrl-C (EINTR: the handler is
+// installed without SA_RESTART) is told apart from the end of the input.
+enum class LineRead { Line, End, Interrupted };
+LineRead read_line(std::string& line) {
+    static std::string pending;
+    line.clear();
+    while (true) {
+        if (const size_t nl = pending.find('\n'); nl != std::string::npos) {
+            line = pending.substr(0, nl);
+            pending.erase(0, nl + 1);
+            return LineRead::Line;
+        }
+        char buf[4096];
+        const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) return LineRead::Interrupted;
+        if (n <= 0) {  // the end: a last line without its newline still counts
+            line = std::move(pending);
+            pending.clear();
+            return line.empty() ? LineRead::End : LineRead::Line;
+        }
+        pending.append(buf, size_t(n));
+    }
+}
+
 struct ChatOptions {
     std::optional<std::string> system;
     std::string chat_template, chat_template_file, date;
@@ -296,10 +328,23 @@ void run_chat(GenerateOptions& o, const ChatOptions& co) {
     if (co.system) turns.push_back({"system", *co.system});
     std::vector<int32_t> history;  // the tokens in the cache, then the reply's
     const bool interactive = isatty(STDIN_FILENO);
+    // Ctrl-C stops a reply and keeps the conversation; at the prompt it ends the chat, as Ctrl-D does.
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: a read at the prompt returns EINTR
+    struct sigaction old_sa {};
+    sigaction(SIGINT, &sa, &old_sa);
+    struct Restore {
+        struct sigaction sa;
+        ~Restore() { sigaction(SIGINT, &sa, nullptr); }
+    } restore{old_sa};
+    g_interrupted = false;
     std::string line;
     while (true) {
         if (interactive) std::fprintf(stderr, "> ");
-        if (!std::getline(std::cin, line)) break;
+        const LineRead got = read_line(line);
+        if (got != LineRead::Line) break;  // Ctrl-D (the end of the input) or Ctrl-C at the prompt
         if (line.empty()) continue;
         // The whole conversation, rendered again: what the cache already holds (the longest common
         // prefix) is kept, the rest prefilled. Templates that rewrite earlier turns (Mistral moves
@@ -323,19 +368,22 @@ void run_chat(GenerateOptions& o, const ChatOptions& co) {
         decoder.push(history.back());
         serve::StopMatcher stop(o.stop);
         std::string reply;
+        g_interrupted = false;
         const GenerateResult res = generate(s, seq, sampler, tok, logits, history, o.n_predict, [&](int32_t id) {
             const std::string piece = stop.push(decoder.push(id));
             reply += piece;
             emit(piece);
-            return !stop.stopped();
+            return !stop.stopped() && !g_interrupted;
         });
+        const bool interrupted = g_interrupted.exchange(false);
         if (!stop.stopped()) {
             const std::string tail = stop.push(decoder.flush()) + stop.flush();
             reply += tail;
             emit(tail);
         }
         emit("\n");
-        if (res.stop == StopReason::Length)
+        if (interrupted) std::fprintf(stderr, "ridge: [reply interrupted; Ctrl-C at the prompt or Ctrl-D ends the chat]\n");
+        else if (res.stop == StopReason::Length)
             std::fprintf(stderr, "ridge: [the reply stopped at -n %d tokens]\n", o.n_predict);
         history.resize(std::min(history.size(), size_t(s.cache().length(seq))));  // what the cache holds
         turns.push_back({"assistant", reply});
