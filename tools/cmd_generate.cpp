@@ -251,7 +251,7 @@ void run_generate(GenerateOptions& o, const std::string& prompt) {
     for (int32_t id : ids) decoder.push(id);  // so the first generated piece sees the right previous token
 
     Sampler sampler(o.sp);
-    if (o.warmup && !ids.empty()) s.warm_up(ids[0]);
+    if (o.warmup && o.dump_dir.empty() && !ids.empty()) s.warm_up(ids[0]);  // dumps are the real pass's only
     const int seq = s.cache().new_sequence();
     GenerateResult res;
     if (o.n_predict != 0) {
