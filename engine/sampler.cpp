@@ -44,6 +44,28 @@ void validate(const SamplerParams& p) {
 
 Sampler::Sampler(const SamplerParams& p) : params_(p), rng_(p.seed) { validate(p); }
 
+TokenLogprob token_logprob(const float* logits, int n_vocab, int32_t token, int top_n) {
+    if (token < 0 || token >= n_vocab) throw Error("logprobs: token " + std::to_string(token) + " is outside the vocabulary");
+    if (top_n < 0 || top_n > kMaxTopLogprobs)
+        throw Error("logprobs: top " + std::to_string(top_n) + " is outside 0.." + std::to_string(kMaxTopLogprobs));
+    // log p_i = l_i - max - log(sum_j exp(l_j - max)), summed in double.
+    float mx = -INFINITY;
+    for (int i = 0; i < n_vocab; i++) mx = std::max(mx, logits[i]);
+    double sum = 0;
+    for (int i = 0; i < n_vocab; i++) sum += std::exp(double(logits[i]) - double(mx));
+    const double log_z = double(mx) + std::log(sum);
+    TokenLogprob r;
+    r.token = token;
+    r.logprob = float(double(logits[token]) - log_z);
+    std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+    for (int i = 0; i < n_vocab; i++) ids[size_t(i)] = i;
+    const auto more_likely = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+    const int n = std::min(top_n, n_vocab);
+    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), more_likely);
+    for (int i = 0; i < n; i++) r.top.emplace_back(ids[size_t(i)], float(double(logits[ids[size_t(i)]]) - log_z));
+    return r;
+}
+
 int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_t> history) {
     switch (params_.kind) {
         case SamplerKind::Ridge: return sample_ridge(logits, n_vocab, history);

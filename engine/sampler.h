@@ -43,6 +43,18 @@ struct SamplerParams {
 // Throws ridge::Error (one line naming the option and value) for out-of-range parameters.
 void validate(const SamplerParams& p);
 
+// A token's log-probability under the model's own distribution (log-softmax of the raw logits,
+// before any penalty, temperature or truncation: what OpenAI's and llama.cpp's servers report),
+// and the top_n most likely tokens with theirs, most likely first (ties: the lower id).
+struct TokenLogprob {
+    int32_t token = -1;
+    float logprob = 0;
+    std::vector<std::pair<int32_t, float>> top;  // (id, logprob)
+};
+inline constexpr int kMaxTopLogprobs = 20;
+// ridge::Error for a token outside [0, n_vocab) or top_n outside [0, kMaxTopLogprobs].
+TokenLogprob token_logprob(const float* logits, int n_vocab, int32_t token, int top_n);
+
 class Sampler {
 public:
     explicit Sampler(const SamplerParams& p);

@@ -72,6 +72,8 @@ int64_t Scheduler::submit(RequestParams params, RequestCallbacks callbacks) {
             throw Error("request: token id " + std::to_string(t) + " is outside the vocabulary (0.." +
                         std::to_string(engine_.config().n_vocab - 1) + ")");
     validate(params.sampling);
+    if (params.logprobs < -1 || params.logprobs > kMaxTopLogprobs)
+        throw Error("request: logprobs " + std::to_string(params.logprobs) + " is outside -1.." + std::to_string(kMaxTopLogprobs));
     auto r = std::make_unique<Request>(std::move(params), std::move(callbacks));
     // The cache holds the prompt and every generated token but the last (which is never fed).
     const int64_t want = r->params.max_new < 0 ? int64_t(opt_.n_ctx) : int64_t(n) + r->params.max_new;
@@ -248,6 +250,8 @@ bool Scheduler::step() {
         r->history.push_back(tok);
         r->generated++;
         generated++;
+        if (r->params.logprobs >= 0 && r->cb.on_logprob)
+            r->cb.on_logprob(token_logprob(ws_.logits_row(r->logits_row), engine_.config().n_vocab, tok, r->params.logprobs));
         if (r->cb.on_token && !r->cb.on_token(tok)) {
             finish(*r, FinishReason::Cancelled);
         } else if (r->params.max_new >= 0 && r->generated == r->params.max_new) {

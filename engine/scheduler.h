@@ -46,6 +46,7 @@ struct RequestParams {
     std::vector<int32_t> prompt;  // token ids, not empty, shorter than n_ctx
     SamplerParams sampling;       // validated on submit
     int max_new = 128;            // tokens to generate; < 0: until the context is full
+    int logprobs = -1;            // >= 0: on_logprob gets each emitted token's, with this many top ones
 };
 
 enum class FinishReason {
@@ -60,6 +61,9 @@ struct RequestCallbacks {
     // Each generated token, on the thread that runs step(); return false to cancel the request
     // (its sequence is freed at once). May be empty.
     std::function<bool(int32_t token)> on_token;
+    // With RequestParams::logprobs >= 0: each emitted token's log-probability (token_logprob), on
+    // the same thread, just before its on_token. May be empty.
+    std::function<void(const TokenLogprob& lp)> on_logprob;
     // Exactly once, on the thread that runs step(), at the end of the step that retired the request
     // (after stats() reflects it), or in cancel() for a request still waiting: the reason and the
     // number of tokens emitted. May be empty.

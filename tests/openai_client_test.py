@@ -2,7 +2,8 @@
 """`ridge serve` driven by the official `openai` Python package, as a user's program would drive it.
 
 Starts the server (loopback, any free port, an API key), then with openai.OpenAI: chat and
-completions, streamed and not, at temperature 0 (the streamed text must be the whole text); stop=[]
+completions, streamed and not, at temperature 0 (the streamed text must be the whole text); chat
+logprobs with top_logprobs; stop=[]
 taken as none, a stop sequence ending the answer before it, five refused with a 400 naming 'stop';
 a wrong key refused with a 401. Exits 0 when every check holds, 1 on the first that does not.
 Without the package it prints why and exits 77 (CTest's skip), unless RIDGE_REQUIRE_OPENAI=1 (CI,
@@ -68,6 +69,15 @@ def main():
                  client.chat.completions.create(model="any", messages=messages, max_tokens=12, temperature=0,
                                                 stream=True) if c.choices]
         check("".join(parts) == text, "chat streamed gives the same text")
+
+        lp = client.chat.completions.create(model="any", messages=messages, max_tokens=6, temperature=0,
+                                            logprobs=True, top_logprobs=2)
+        entries = lp.choices[0].logprobs.content
+        check(len(entries) == lp.usage.completion_tokens and
+              b"".join(bytes(e.bytes) for e in entries).decode("utf-8", "replace") == lp.choices[0].message.content,
+              "chat logprobs: one entry a token, their bytes the text")
+        check(all(e.logprob <= 0 and len(e.top_logprobs) == 2 and e.top_logprobs[0].logprob == e.logprob
+                  for e in entries), "chat logprobs: greedy takes the most likely, two alternatives each")
 
         done = client.completions.create(model="any", prompt="The capital of France is", max_tokens=8, temperature=0)
         check(done.choices[0].text and done.usage.prompt_tokens > 0, "completion, not streamed")

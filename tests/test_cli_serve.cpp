@@ -635,6 +635,59 @@ TEST(CliServe, HugePromptsAreRefusedBeforeTheyCostMemory) {
     EXPECT_EQ(s.stop(), 0) << s.err();
 }
 
+// logprobs, greedy: one entry per generated token, whose bytes make up the text; the chosen token is
+// the most likely (greedy), so its logprob is the first alternative's; alternatives most likely
+// first, all <= 0; streamed, the same entries arrive spread over the chunks. The completions
+// shape carries the same numbers with text offsets.
+TEST(CliServe, LogprobsOfEveryTokenInBothShapesStreamedOrNot) {
+    REQUIRE_SMOL();
+    Server s({"-m", kSmol, "-c", "256", "--max-batch", "2"});
+    ASSERT_TRUE(s.up());
+    const json msgs = json::array({{{"role", "user"}, {"content", "Name three colors."}}});
+    json body = {{"messages", msgs}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 3}};
+    const Answer plain = post(s, "/v1/chat/completions", body);
+    ASSERT_EQ(plain.status, 200) << plain.body.dump();
+    const json& content = plain.body["choices"][0]["logprobs"]["content"];
+    ASSERT_EQ(int(content.size()), plain.completion_tokens);
+    std::string joined;
+    for (const json& e : content) {
+        for (int b : e["bytes"]) joined += char(b);
+        ASSERT_EQ(e["top_logprobs"].size(), 3u);
+        EXPECT_EQ(e["top_logprobs"][0]["logprob"], e["logprob"]) << e.dump();
+        EXPECT_EQ(e["top_logprobs"][0]["token"], e["token"]);
+        double prev = 0;
+        for (const json& t : e["top_logprobs"]) {
+            EXPECT_LE(t["logprob"].get<double>(), prev);
+            prev = t["logprob"].get<double>();
+        }
+    }
+    EXPECT_EQ(joined, plain.text);
+
+    body["stream"] = true;
+    const Answer streamed = post(s, "/v1/chat/completions", body);
+    ASSERT_EQ(streamed.status, 200);
+    json spread = json::array();
+    for (const json& c : streamed.chunks)
+        if (!c["choices"].empty() && c["choices"][0]["logprobs"].is_object())
+            for (const json& e : c["choices"][0]["logprobs"]["content"]) spread.push_back(e);
+    EXPECT_EQ(spread, content);
+
+    const Answer legacy = post(s, "/v1/completions", {{"prompt", "The capital of France is"}, {"max_tokens", 4},
+                                                       {"temperature", 0}, {"logprobs", 2}});
+    ASSERT_EQ(legacy.status, 200) << legacy.body.dump();
+    const json& lp = legacy.body["choices"][0]["logprobs"];
+    ASSERT_EQ(int(lp["tokens"].size()), legacy.completion_tokens);
+    std::string text;
+    for (size_t i = 0; i < lp["tokens"].size(); i++) {
+        EXPECT_EQ(lp["text_offset"][i].get<size_t>(), text.size());
+        text += lp["tokens"][i].get<std::string>();
+        EXPECT_EQ(lp["top_logprobs"][i].size(), 2u);
+        EXPECT_EQ(lp["top_logprobs"][i][lp["tokens"][i].get<std::string>()], lp["token_logprobs"][i]);
+    }
+    EXPECT_EQ(text, legacy.text);
+    EXPECT_EQ(s.stop(), 0) << s.err();
+}
+
 // /tokenize and /detokenize in llama.cpp's shapes: the ids `ridge tokenize` gives, and back.
 TEST(CliServe, TokenizeAndDetokenizeAsLlamaCppServesThem) {
     REQUIRE_SMOL();

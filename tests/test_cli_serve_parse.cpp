@@ -102,6 +102,39 @@ TEST(ServeParse, CompletionTakesTheServerDefaultsAndTheBodysFields) {
     EXPECT_EQ(r.sampling.seed, 1234u);
 }
 
+// logprobs: chat's "logprobs": true with "top_logprobs" (absent: 0), completions' "logprobs": N;
+// false, null or absent: none.
+TEST(ServeParse, LogprobsFieldsGiveTheTopCount) {
+    const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
+    EXPECT_EQ(parse("{" + msgs + R"(, "logprobs": true, "top_logprobs": 3})", true).logprobs, 3);
+    EXPECT_EQ(parse("{" + msgs + R"(, "logprobs": true})", true).logprobs, 0);
+    EXPECT_EQ(parse("{" + msgs + R"(, "logprobs": false})", true).logprobs, -1);
+    EXPECT_EQ(parse("{" + msgs + "}", true).logprobs, -1);
+    EXPECT_EQ(parse(R"({"prompt": "x", "logprobs": 5})").logprobs, 5);
+    EXPECT_EQ(parse(R"({"prompt": "x", "logprobs": 0})").logprobs, 0);
+    EXPECT_EQ(parse(R"({"prompt": "x", "logprobs": null})").logprobs, -1);
+    EXPECT_EQ(parse(R"({"prompt": "x", "logprobs": false})").logprobs, -1);
+}
+
+// The two shapes of a choice's "logprobs", from entries worked by hand.
+TEST(ServeParse, LogprobsJsonInBothShapes) {
+    const std::vector<LogprobEntry> e = {{"Hi", -0.5f, {{"Hi", -0.5f}, {"Yo", -1.0f}}, 0}, {"\xe2\x82", -0.25f, {}, 2}};
+    const json chat = logprobs_json(true, e);
+    ASSERT_EQ(chat["content"].size(), 2u);
+    EXPECT_EQ(chat["content"][0]["token"], "Hi");
+    EXPECT_EQ(chat["content"][0]["logprob"], -0.5);
+    EXPECT_EQ(chat["content"][0]["bytes"], json::array({72, 105}));
+    EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "Yo");
+    EXPECT_EQ(chat["content"][1]["bytes"], json::array({0xe2, 0x82}));  // half a character: its bytes
+    EXPECT_NE(dump(chat).find("\"token\":\"\xef\xbf\xbd"), std::string::npos);  // and U+FFFD in "token"
+    const json legacy = logprobs_json(false, e);
+    EXPECT_EQ(legacy["tokens"][0], "Hi");
+    EXPECT_EQ(legacy["token_logprobs"], json::array({-0.5, -0.25}));
+    EXPECT_EQ(legacy["top_logprobs"][0]["Yo"], -1.0);
+    EXPECT_EQ(legacy["top_logprobs"][1], json::object());
+    EXPECT_EQ(legacy["text_offset"], json::array({0, 2}));
+}
+
 TEST(ServeParse, ChatReadsMessagesRolesAndContentParts) {
     const CompletionRequest r = parse(R"({"messages": [
         {"role": "developer", "content": "Be brief."},
@@ -171,7 +204,10 @@ TEST(ServeParse, BadBodiesAreRefusedWith400NamingTheField) {
         {R"({"prompt": "x", "logit_bias": {"15": 2}})", "'logit_bias'"},
         {R"({"prompt": "x", "best_of": 3})", "'best_of'"},
         {R"({"prompt": "x", "suffix": "y"})", "'suffix'"},
-        {R"({"prompt": "x", "logprobs": 5})", "'logprobs'"},
+        {R"({"prompt": "x", "logprobs": 6})", "'logprobs' 6 is outside 0..5"},
+        {R"({"prompt": "x", "logprobs": -1})", "'logprobs' -1 is outside 0..5"},
+        {R"({"prompt": "x", "logprobs": 1.5})", "'logprobs' must be an integer"},
+        {R"({"prompt": "x", "top_logprobs": 2})", "'top_logprobs' is a chat field"},
         {"{\"prompt\": \"\xff\xfe\"}", "not valid JSON"},  // invalid UTF-8 inside a string
     };
     for (const auto& [body, mention] : completions) {
@@ -191,6 +227,10 @@ TEST(ServeParse, BadBodiesAreRefusedWith400NamingTheField) {
         {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "type \"text\""},
         {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": 1}]}]})", ".text' must be a string"},
         {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})", "'max_tokens' is 0"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", "'logprobs' must be a boolean"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "needs 'logprobs': true"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
+         "'top_logprobs' 21 is outside 0..20"},
     };
     for (const auto& [body, mention] : chats) {
         const auto [status, message] = refusal(body, /*chat=*/true);

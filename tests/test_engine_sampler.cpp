@@ -187,5 +187,26 @@ TEST(Sampler, RejectsBadParameters) {
     EXPECT_NO_THROW(validate(ok));
 }
 
+// Hand-worked: logits (0, ln 3, ln 3 - 10, 0) have Z = 1 + 3 + 3e-10 + 1, so log p = (0, ln 3,
+// ln 3 - 10, 0) - ln Z; the top three are id 1, then ids 0 and 3 (equal: the lower id first).
+TEST(TokenLogprob, LogSoftmaxOfTheRawLogitsAndTheTopInOrder) {
+    const float ln3 = std::log(3.0f);
+    const float logits[4] = {0.0f, ln3, ln3 - 10.0f, 0.0f};
+    const double z = 1.0 + 3.0 + 3.0 * std::exp(-10.0) + 1.0;
+    const TokenLogprob r = token_logprob(logits, 4, 0, 3);
+    EXPECT_EQ(r.token, 0);
+    EXPECT_NEAR(r.logprob, -std::log(z), 1e-6);
+    ASSERT_EQ(r.top.size(), 3u);
+    EXPECT_EQ(r.top[0].first, 1);
+    EXPECT_NEAR(r.top[0].second, std::log(3.0 / z), 1e-6);
+    EXPECT_EQ(r.top[1].first, 0);  // ties: the lower id first
+    EXPECT_EQ(r.top[2].first, 3);
+    EXPECT_EQ(r.top[1].second, r.top[2].second);
+    EXPECT_TRUE(token_logprob(logits, 4, 2, 0).top.empty());
+    EXPECT_NEAR(token_logprob(logits, 4, 2, 0).logprob, std::log(3.0 * std::exp(-10.0) / z), 1e-5);
+    EXPECT_THROW(token_logprob(logits, 4, 4, 1), Error);
+    EXPECT_THROW(token_logprob(logits, 4, 0, kMaxTopLogprobs + 1), Error);
+}
+
 }  // namespace
 }  // namespace ridge

@@ -72,17 +72,21 @@ struct Channel {
     std::mutex mu;
     std::condition_variable cv;
     std::deque<int32_t> tokens;          // generated, not yet taken by the handler
+    std::deque<TokenLogprob> logprobs;   // theirs, one each, when the request asked for logprobs
+    TokenLogprob next_logprob;           // on_logprob's, until on_token queues it (engine thread only)
     bool done = false;
     FinishReason reason = FinishReason::Length;
     int n_generated = 0;
     std::atomic<bool> abandoned{false};  // the handler is gone: on_token returns false
 
     // Waits up to `timeout` for tokens or the end; moves the tokens into `out`. True when done.
-    bool take(std::vector<int32_t>& out, std::chrono::milliseconds timeout) {
+    bool take(std::vector<int32_t>& out, std::chrono::milliseconds timeout, std::vector<TokenLogprob>* lps = nullptr) {
         std::unique_lock lk(mu);
         cv.wait_for(lk, timeout, [&] { return done || !tokens.empty(); });
         out.assign(tokens.begin(), tokens.end());
         tokens.clear();
+        if (lps != nullptr) lps->assign(logprobs.begin(), logprobs.end());
+        logprobs.clear();
         return done;
     }
 };
@@ -229,13 +233,15 @@ serve::ResponseInfo response_info(Server& S, bool chat) {
     return info;
 }
 
-RequestCallbacks callbacks_for(const std::shared_ptr<Channel>& ch) {
+RequestCallbacks callbacks_for(const std::shared_ptr<Channel>& ch, bool logprobs) {
     RequestCallbacks cb;
-    cb.on_token = [ch](int32_t token) {
+    if (logprobs) cb.on_logprob = [ch](const TokenLogprob& lp) { ch->next_logprob = lp; };
+    cb.on_token = [ch, logprobs](int32_t token) {
         if (ch->abandoned.load()) return false;
         {
             std::lock_guard lk(ch->mu);
             ch->tokens.push_back(token);
+            if (logprobs) ch->logprobs.push_back(std::move(ch->next_logprob));
         }
         ch->cv.notify_one();
         return true;
@@ -266,21 +272,42 @@ void log_request(const std::string& method, const std::string& path, int status,
 // leading space), then the stop sequences applied. Once a stop string is found, the request is
 // cancelled (its KV blocks freed) and the answer ends there with finish_reason "stop".
 struct AnswerText {
+    const Tokenizer& tok;
     StreamDecoder decoder;
     serve::StopMatcher stop;
     int tokens = 0;  // generated tokens taken (up to and including the one that completed a stop)
-    AnswerText(const Tokenizer& tok, const std::vector<int32_t>& prompt, std::vector<std::string> stops)
-        : decoder(tok), stop(std::move(stops)) {
-        for (int32_t t : prompt) decoder.push(t);
+    int32_t prev = -1;       // the last token, for decode_piece
+    size_t text_bytes = 0;   // the answer's bytes so far, token by token (logprobs' text_offset)
+    std::vector<serve::LogprobEntry> logprobs;  // the taken tokens', when asked for
+    AnswerText(const Tokenizer& t, const std::vector<int32_t>& prompt, std::vector<std::string> stops)
+        : tok(t), decoder(t), stop(std::move(stops)) {
+        for (int32_t p : prompt) decoder.push(p);
+        if (!prompt.empty()) prev = prompt.back();
     }
-    std::string push(const std::vector<int32_t>& got) {
+    // lps: the tokens' logprobs (one each), or empty when not asked for.
+    std::string push(const std::vector<int32_t>& got, const std::vector<TokenLogprob>& lps = {}) {
         std::string out;
-        for (int32_t t : got) {
+        for (size_t i = 0; i < got.size(); i++) {
             if (stop.stopped()) break;
             tokens++;
-            out += stop.push(decoder.push(t));
+            out += stop.push(decoder.push(got[i]));
+            const std::string piece = tok.decode_piece(prev, got[i]);
+            if (i < lps.size()) {
+                serve::LogprobEntry e{piece, lps[i].logprob, {}, text_bytes};
+                for (const auto& [id, lp] : lps[i].top) e.top.emplace_back(tok.decode_piece(prev, id), lp);
+                logprobs.push_back(std::move(e));
+            }
+            text_bytes += piece.size();
+            prev = got[i];
         }
         return out;
+    }
+    // The logprobs taken since the last call (a stream's chunk), as its "logprobs" field.
+    nlohmann::json take_logprobs(bool chat, bool asked) {
+        if (!asked) return nullptr;
+        const nlohmann::json j = serve::logprobs_json(chat, logprobs);
+        logprobs.clear();
+        return j;
     }
     std::string finish() { return stop.stopped() ? std::string() : stop.push(decoder.flush()) + stop.flush(); }
 };
@@ -317,8 +344,10 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
     params.prompt = P.ids;
     params.sampling = P.req.sampling;
     params.max_new = P.max_new;
+    params.logprobs = P.req.logprobs;
+    const bool logprobs = P.req.logprobs >= 0;
     const int n_prompt = int(P.ids.size());
-    const int64_t id = S.submit(std::move(params), callbacks_for(ch));
+    const int64_t id = S.submit(std::move(params), callbacks_for(ch, logprobs));
     S.http_requests++;
     auto out = std::make_shared<AnswerText>(*S.tok, P.ids, P.req.stop);
 
@@ -330,21 +359,26 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
         // as a stream's are.
         auto text = std::make_shared<std::string>();
         // The whole answer once the request is done or stopped: (body, status).
-        auto answer = [out, ch, text, info, n_prompt]() -> std::pair<json, int> {
+        auto answer = [out, ch, text, info, n_prompt, logprobs]() -> std::pair<json, int> {
             if (out->stop.stopped())
-                return {serve::completion_response(info, *text, FinishReason::Stop, n_prompt, out->tokens), 200};
+                return {serve::completion_response(info, *text, FinishReason::Stop, n_prompt, out->tokens,
+                                                   out->take_logprobs(info.chat, logprobs)),
+                        200};
             if (ch->reason == FinishReason::Cancelled)
                 return {serve::error_json("the request was cancelled: the server is shutting down", "server_error", 503),
                         503};
             *text += out->finish();
-            return {serve::completion_response(info, *text, ch->reason, n_prompt, ch->n_generated), 200};
+            return {serve::completion_response(info, *text, ch->reason, n_prompt, ch->n_generated,
+                                               out->take_logprobs(info.chat, logprobs)),
+                    200};
         };
         std::vector<int32_t> got;
+        std::vector<TokenLogprob> lps;
         bool done = false;
         const auto short_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
         while (!done && std::chrono::steady_clock::now() < short_until) {
-            done = ch->take(got, std::chrono::milliseconds(200));
-            *text += out->push(got);
+            done = ch->take(got, std::chrono::milliseconds(200), &lps);
+            *text += out->push(got, lps);
             if (out->stop.stopped()) {
                 end_at_stop(S, *ch, id);
                 done = true;
@@ -366,8 +400,9 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
             "application/json",
             [sp, ch, finished, last_space, text, out, answer, id, n_prompt, path, start](size_t, httplib::DataSink& sink) {
                 std::vector<int32_t> got;
-                bool done = ch->take(got, std::chrono::milliseconds(200));
-                *text += out->push(got);
+                std::vector<TokenLogprob> lps;
+                bool done = ch->take(got, std::chrono::milliseconds(200), &lps);
+                *text += out->push(got, lps);
                 if (out->stop.stopped() && !done) {
                     end_at_stop(*sp, *ch, id);
                     done = true;
@@ -402,7 +437,8 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [sp, ch, first, finished, out, info, id, n_prompt, include_usage, path, start](size_t, httplib::DataSink& sink) {
+        [sp, ch, first, finished, out, info, id, n_prompt, include_usage, logprobs, path, start](size_t,
+                                                                                                 httplib::DataSink& sink) {
             auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
             if (*first && info.chat) {
                 *first = false;
@@ -410,13 +446,15 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
                     return false;
             }
             std::vector<int32_t> got;
-            bool done = ch->take(got, std::chrono::milliseconds(200));
-            std::string text = out->push(got);
+            std::vector<TokenLogprob> lps;
+            bool done = ch->take(got, std::chrono::milliseconds(200), &lps);
+            std::string text = out->push(got, lps);
             const bool stopped = out->stop.stopped();
             if (stopped && !done) end_at_stop(*sp, *ch, id);
             done = done || stopped;
             if (done && !stopped && ch->reason != FinishReason::Cancelled) text += out->finish();
-            if (!text.empty() && !write(serve::sse_event(serve::completion_chunk(info, text, std::nullopt))))
+            if (!text.empty() && !write(serve::sse_event(serve::completion_chunk(info, text, std::nullopt, false,
+                                                                                  out->take_logprobs(info.chat, logprobs)))))
                 return false;
             if (!done) return sink.is_writable() && !sp->engine_failed;
             *finished = true;
@@ -426,7 +464,11 @@ void handle_completion(Server& S, const httplib::Request& http_req, httplib::Res
                 write(serve::sse_event(serve::error_json("the request was cancelled: the server is shutting down",
                                                          "server_error", 503)));
             } else {
-                write(serve::sse_event(serve::completion_chunk(info, "", stopped ? FinishReason::Stop : ch->reason)));
+                // The finish chunk carries the logprobs of tokens whose text never came out (a held tail).
+                json rest = nullptr;
+                if (logprobs && !out->logprobs.empty()) rest = out->take_logprobs(info.chat, logprobs);
+                write(serve::sse_event(
+                    serve::completion_chunk(info, "", stopped ? FinishReason::Stop : ch->reason, false, rest)));
                 if (include_usage) write(serve::sse_event(serve::usage_chunk(info, n_prompt, generated)));
             }
             write(std::string(serve::kSseDone));

@@ -223,8 +223,22 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
         }
     if (const json* v = field(j, "best_of"))
         if (integer_field(*v, "best_of") != 1) bad("'best_of' is not supported");
-    if (const json* v = field(j, "logprobs")) {
-        if (!(v->is_boolean() && !v->get<bool>())) bad("'logprobs' are not supported");
+    // logprobs: chat "logprobs": true and "top_logprobs": 0..20; completions "logprobs": 0..5.
+    const json* lp = field(j, "logprobs");
+    const json* top = field(j, "top_logprobs");
+    if (chat) {
+        const bool on = lp != nullptr && bool_field(*lp, "logprobs");
+        const int64_t n = top != nullptr ? integer_field(*top, "top_logprobs") : 0;
+        if (n < 0 || n > kMaxTopLogprobs) bad("'top_logprobs' " + std::to_string(n) + " is outside 0..20");
+        if (top != nullptr && !on) bad("'top_logprobs' needs 'logprobs': true");
+        r.logprobs = on ? int(n) : -1;
+    } else {
+        if (top != nullptr) bad("'top_logprobs' is a chat field; /v1/completions takes 'logprobs': 0..5");
+        if (lp != nullptr && !(lp->is_boolean() && !lp->get<bool>())) {
+            const int64_t n = integer_field(*lp, "logprobs");
+            if (n < 0 || n > 5) bad("'logprobs' " + std::to_string(n) + " is outside 0..5");
+            r.logprobs = int(n);
+        }
     }
     try {
         validate(r.sampling);  // the engine's own checks, in case they are stricter than the ones above
@@ -428,16 +442,43 @@ json usage_json(int prompt_tokens, int completion_tokens) {
             {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
+json logprobs_json(bool chat, const std::vector<LogprobEntry>& entries) {
+    auto bytes_of = [](const std::string& s) {
+        json b = json::array();
+        for (unsigned char c : s) b.push_back(int(c));
+        return b;
+    };
+    if (chat) {
+        json content = json::array();
+        for (const LogprobEntry& e : entries) {
+            json top = json::array();
+            for (const auto& [t, lp] : e.top) top.push_back({{"token", t}, {"logprob", lp}, {"bytes", bytes_of(t)}});
+            content.push_back({{"token", e.bytes}, {"logprob", e.logprob}, {"bytes", bytes_of(e.bytes)}, {"top_logprobs", top}});
+        }
+        return {{"content", content}};
+    }
+    json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+    for (const LogprobEntry& e : entries) {
+        tokens.push_back(e.bytes);
+        lps.push_back(e.logprob);
+        json top = json::object();
+        for (const auto& [t, lp] : e.top) top[t] = lp;
+        tops.push_back(top);
+        offsets.push_back(e.text_offset);
+    }
+    return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 json completion_response(const ResponseInfo& info, const std::string& text, FinishReason reason, int prompt_tokens,
-                         int completion_tokens) {
+                         int completion_tokens, const json& logprobs) {
     json choice;
     if (info.chat)
         choice = {{"index", 0},
                   {"message", {{"role", "assistant"}, {"content", text}}},
-                  {"logprobs", nullptr},
+                  {"logprobs", logprobs},
                   {"finish_reason", openai_finish_reason(reason)}};
     else
-        choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(reason)}};
+        choice = {{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", openai_finish_reason(reason)}};
     return {{"id", info.id},
             {"object", info.chat ? "chat.completion" : "text_completion"},
             {"created", info.created},
@@ -447,8 +488,8 @@ json completion_response(const ResponseInfo& info, const std::string& text, Fini
 }
 
 json completion_chunk(const ResponseInfo& info, const std::string& text, std::optional<FinishReason> reason,
-                      bool first) {
-    json choice = {{"index", 0}, {"logprobs", nullptr}};
+                      bool first, const json& logprobs) {
+    json choice = {{"index", 0}, {"logprobs", logprobs}};
     if (info.chat) {
         json delta = json::object();
         if (first) delta["role"] = "assistant";

@@ -47,6 +47,8 @@ struct CompletionRequest {
     bool stream = false;                // "stream"
     bool include_usage = false;         // "stream_options": {"include_usage": true}: a last chunk with usage
     std::string model;                  // "model", echoed back (the server has one model)
+    int logprobs = -1;                  // chat "logprobs": true with "top_logprobs" (0..20), completions
+                                        // "logprobs" (0..5): the top count; -1: none
 };
 
 // Parses and checks a body: JSON syntax, every known field's type and range (temperature >= 0,
@@ -156,13 +158,26 @@ struct ResponseInfo {
 
 nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
 // The whole non-streaming response: text_completion or chat.completion, with usage.
+// One generated token's log-probability as the API reports it: its bytes (decoded as the text is),
+// its logprob, the top alternatives (bytes, logprob), and where its text starts in the answer.
+struct LogprobEntry {
+    std::string bytes;
+    float logprob = 0;
+    std::vector<std::pair<std::string, float>> top;
+    size_t text_offset = 0;
+};
+// A choice's "logprobs": chat {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]};
+// completions {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}.
+// A token that is part of a UTF-8 character shows U+FFFD in "token"; "bytes" has its bytes.
+nlohmann::json logprobs_json(bool chat, const std::vector<LogprobEntry>& entries);
+
 nlohmann::json completion_response(const ResponseInfo& info, const std::string& text, FinishReason reason,
-                                   int prompt_tokens, int completion_tokens);
+                                   int prompt_tokens, int completion_tokens, const nlohmann::json& logprobs = nullptr);
 // A streaming chunk: text_completion with "text", or chat.completion.chunk with a "delta"
 // ({"role": "assistant"} first, then {"content": ...}, {} with the finish_reason last).
 // `reason` set: the last chunk (finish_reason), otherwise finish_reason is null.
 nlohmann::json completion_chunk(const ResponseInfo& info, const std::string& text, std::optional<FinishReason> reason,
-                                bool first = false);
+                                bool first = false, const nlohmann::json& logprobs = nullptr);
 // The usage chunk sent before [DONE] when stream_options.include_usage: "choices": [].
 nlohmann::json usage_chunk(const ResponseInfo& info, int prompt_tokens, int completion_tokens);
 
