@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -87,6 +88,24 @@ TEST(CliTemplate, ChatTakesAFamilyByName) {
     EXPECT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.err.find("chat template chatml"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("[the reply stopped at -n 3 tokens]"), std::string::npos) << r.err;
+}
+
+// "/clear" starts again (the context holds only the new turn), "/exit" ends the chat before the
+// lines after it.
+TEST(CliChat, ClearAndExitCommands) {
+    if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << "no " << kSmol;
+    const auto r = ridge({"chat", "-m", kSmol, "--temp", "0", "-n", "4"}, {},
+                         "Hello there, how are you today?\n/clear\nHi\n/exit\nNever read\n");
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("[conversation cleared]"), std::string::npos) << r.err;
+    // Two replies of at most 4 tokens: the summary counts the second conversation only.
+    const auto alone = ridge({"chat", "-m", kSmol, "--temp", "0", "-n", "4"}, {}, "Hi\n");
+    const std::regex summary(R"(ridge: (\d+) tokens in the context)");
+    std::smatch a, b;
+    ASSERT_TRUE(std::regex_search(r.err, a, summary)) << r.err;
+    ASSERT_TRUE(std::regex_search(alone.err, b, summary)) << alone.err;
+    EXPECT_EQ(a[1], b[1]);
+    EXPECT_EQ(r.out.substr(r.out.find('\n') + 1), alone.out);  // the reply after /clear is the one alone
 }
 
 // Ctrl-C during a reply stops it and keeps the chat: the next line gets its answer, and the end

@@ -328,7 +328,8 @@ void run_chat(GenerateOptions& o, const ChatOptions& co) {
     if (co.system) turns.push_back({"system", *co.system});
     std::vector<int32_t> history;  // the tokens in the cache, then the reply's
     const bool interactive = isatty(STDIN_FILENO);
-    // Ctrl-C stops a reply and keeps the conversation; at the prompt it ends the chat, as Ctrl-D does.
+    // Ctrl-C stops a reply and keeps the conversation; at the prompt it ends the chat, as Ctrl-D and
+    // "/exit" do; "/clear" starts the conversation again.
     struct sigaction sa {};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
@@ -346,6 +347,14 @@ void run_chat(GenerateOptions& o, const ChatOptions& co) {
         const LineRead got = read_line(line);
         if (got != LineRead::Line) break;  // Ctrl-D (the end of the input) or Ctrl-C at the prompt
         if (line.empty()) continue;
+        if (line == "/exit") break;
+        if (line == "/clear") {  // a new conversation: the system message stays, the cache empties
+            turns.resize(co.system ? 1 : 0);
+            s.cache().truncate(seq, 0);
+            history.clear();
+            std::fprintf(stderr, "ridge: [conversation cleared]\n");
+            continue;
+        }
         // The whole conversation, rendered again: what the cache already holds (the longest common
         // prefix) is kept, the rest prefilled. Templates that rewrite earlier turns (Mistral moves
         // the system message to the last user turn) or a reply that tokenizes differently as text
