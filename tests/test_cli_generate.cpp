@@ -110,6 +110,19 @@ const std::regex kRooflineTail(
     R"(tokens/s decode \(token limit\) \| decode ([0-9.]+) MB/token, ([0-9.]+) GB/s, ([0-9.]+)% of bound )"
     R"(\(([0-9.]+) tokens/s at 20\.0 GB/s\)$)");
 
+// -c is the context and -b the prompt tokens per pass on every command (llama.cpp's meanings):
+// explain's -c is --ctx-size too, generate takes -b; -b 0 is refused naming -b.
+TEST(CliUsage, OneMeaningOfDashCAndDashB) {
+    const RunResult by_short = ridge({"explain", "-m", kGguf, "-c", "300"});
+    const RunResult by_long = ridge({"explain", "-m", kGguf, "--ctx-size", "300"});
+    ASSERT_EQ(by_short.rc, 0) << by_short.err;
+    EXPECT_EQ(by_short.out, by_long.out);
+    EXPECT_NE(by_short.out.find("attending to c = 300 positions"), std::string::npos) << by_short.out;
+    const RunResult b = ridge({"generate", "-m", kGguf, "--temp", "0", "-p", "Zoo", "-n", "8", "-b", "2"});
+    EXPECT_EQ(b.rc, 0) << b.err;
+    expect_one_line_error({"generate", "-m", kGguf, "-p", "Zoo", "-b", "0"}, "-b/--batch 0");
+}
+
 // The untimed warm-up pass (on by default, as llama.cpp's) changes no token and leaves the
 // statistics to the prompt's own pass: the same text with and without it.
 TEST(CliGenerate, TheWarmUpChangesNothingButTheTimes) {

@@ -98,7 +98,7 @@ void print_pass(const std::string& title, const ExplainPhase& p, const Ceilings&
 void run_explain(ExplainArgs& a) {
     if (a.threads_set && a.threads <= 0) throw Error("-t/--threads " + std::to_string(a.threads) + " must be >= 1");
     if (a.tokens < 1) throw Error("-T/--tokens " + std::to_string(a.tokens) + " must be >= 1");
-    if (a.context < 1) throw Error("-c/--context " + std::to_string(a.context) + " must be >= 1");
+    if (a.context < 1) throw Error("-c/--ctx-size " + std::to_string(a.context) + " must be >= 1");
     if (a.kv_type != "f32" && a.kv_type != "f16") throw Error("--kv-type '" + a.kv_type + "' must be f32 or f16");
     if (a.bandwidth_set && !(a.bandwidth > 0)) throw Error("--bandwidth " + std::to_string(a.bandwidth) + " must be > 0");
     if (a.peak_set && !(a.peak > 0)) throw Error("--peak " + std::to_string(a.peak) + " must be > 0");
@@ -215,7 +215,8 @@ void register_explain(CLI::App& app) {
     a->model.add_exact_option(cmd);
     cmd->add_option("-T,--tokens", a->tokens, "prompt tokens in one prefill pass (1: show a decode step)")
         ->capture_default_str();
-    cmd->add_option("-c,--context", a->context, "positions a decode step attends to")->capture_default_str();
+    cmd->add_option("-c,--ctx-size,--context", a->context,
+                    "the context the decode step fills (it attends to this many positions)")->capture_default_str();
     cmd->add_option("-t,--threads", a->threads, "threads whose probe to compare with (default: all, as generate)")
         ->each([a](const std::string&) { a->threads_set = true; });
     cmd->add_option("--kv-type", a->kv_type, "KV cache element type: f32 or f16")->capture_default_str();

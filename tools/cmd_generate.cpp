@@ -82,7 +82,7 @@ void add_common_options(CLI::App* cmd, GenerateOptions& o) {
     cmd->add_option("--sampler", o.sampler,
                     "ridge (penalty, temperature, top-k, top-p, min-p) or llama2c (run.c's temperature + top-p)")
         ->capture_default_str();
-    cmd->add_option("--batch", o.max_rows, "most prompt tokens per forward pass")->capture_default_str();
+    cmd->add_option("-b,--batch", o.max_rows, "most prompt tokens per forward pass")->capture_default_str();
     cmd->add_option("--stop", o.stop, "end the text just before this string (repeatable)")
         ->each([](const std::string& v) {
             if (v.empty()) throw CLI::ValidationError("--stop", "the stop string is empty");
@@ -111,7 +111,7 @@ void check_options(GenerateOptions& o) {
         o.sp.kind = SamplerKind::Llama2c;
     else
         throw Error("--sampler '" + o.sampler + "' must be ridge or llama2c");
-    if (o.max_rows <= 0) throw Error("--batch " + std::to_string(o.max_rows) + " must be >= 1");
+    if (o.max_rows <= 0) throw Error("-b/--batch " + std::to_string(o.max_rows) + " must be >= 1");
     if (o.n_predict < -1) throw Error("-n " + std::to_string(o.n_predict) + " must be >= 0 (or -1: no limit)");
     if (!o.seed_set) o.sp.seed = uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
     validate(o.sp);
