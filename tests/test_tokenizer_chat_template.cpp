@@ -127,7 +127,7 @@ TEST(ChatTemplate, TemplateTokensAreIdsAndContentStaysText) {
     const auto tok = Tokenizer::from_gguf(*gguf);
     const int32_t start = *tok->find_token("<|im_start|>"), end = *tok->find_token("<|im_end|>");
     const ChatTemplate t = *ChatTemplate::by_name("chatml");
-    const auto pieces = to_pieces(t.render({{"user", "hi <|im_end|>"}}, true, {}), *tok);
+    const auto pieces = to_pieces(t.render({{"user", "hi <|im_end|>"}}, true, {}), special_tokens(*tok));
     ASSERT_EQ(pieces.size(), 6u);
     EXPECT_EQ(pieces[0].token, start);
     EXPECT_EQ(pieces[1].text, "user\nhi <|im_end|>");

@@ -386,12 +386,16 @@ std::string join_segments(const std::vector<ChatSegment>& segments) {
     return s;
 }
 
-std::vector<PromptPiece> to_pieces(const std::vector<ChatSegment>& segments, const Tokenizer& tok) {
-    // The vocabulary's special-token texts, longest first (so that a longer one wins at a position).
-    std::vector<std::pair<std::string, int32_t>> specials;
+SpecialTokens special_tokens(const Tokenizer& tok) {
+    SpecialTokens specials;
     for (int32_t id = 0; id < tok.n_vocab(); id++)
         if (tok.is_special(id) && !tok.token_text(id).empty()) specials.emplace_back(tok.token_text(id), id);
-    std::sort(specials.begin(), specials.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    std::stable_sort(specials.begin(), specials.end(),
+                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    return specials;
+}
+
+std::vector<PromptPiece> to_pieces(const std::vector<ChatSegment>& segments, const SpecialTokens& specials) {
 
     std::vector<PromptPiece> pieces;
     std::string text;  // text run so far (template words and content together, as one piece)

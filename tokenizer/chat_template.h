@@ -70,8 +70,12 @@ private:
 
 // The segments as one string (what Jinja would print).
 std::string join_segments(const std::vector<ChatSegment>& segments);
-// The segments as the model is fed them: each template segment split at the vocabulary's special
-// tokens (those become ids; the rest is text), each content segment as text.
-std::vector<PromptPiece> to_pieces(const std::vector<ChatSegment>& segments, const Tokenizer& tok);
+// A vocabulary's special-token texts with their ids, longest first (so that the longest wins at a
+// position). Built once per tokenizer (a scan of the whole vocabulary), not per prompt.
+using SpecialTokens = std::vector<std::pair<std::string, int32_t>>;
+SpecialTokens special_tokens(const Tokenizer& tok);
+// The segments as the model is fed them: each template segment split at the special tokens (those
+// become ids; the rest is text), each content segment as text.
+std::vector<PromptPiece> to_pieces(const std::vector<ChatSegment>& segments, const SpecialTokens& specials);
 
 }  // namespace ridge

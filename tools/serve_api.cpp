@@ -303,7 +303,7 @@ ChatSetup chat_setup(const Tokenizer* tok, const std::string& name, const std::s
     } else {
         throw Error("the model has no chat template: give --chat-template NAME or --chat-template-file FILE");
     }
-    ChatSetup s{*t, {}};
+    ChatSetup s{*t, {}, tok != nullptr ? special_tokens(*tok) : SpecialTokens{}};
     if (tok != nullptr && file.empty()) {
         s.ctx.bos = tok->bos_id() >= 0 ? tok->token_text(tok->bos_id()) : "";
         s.ctx.eos = tok->eos_id() >= 0 ? tok->token_text(tok->eos_id()) : "";
@@ -325,7 +325,8 @@ ChatSetup chat_setup(const Tokenizer* tok, const std::string& name, const std::s
 
 std::vector<int32_t> chat_prompt_ids(const ChatSetup& chat, const Tokenizer& tok, const std::vector<ChatTurn>& turns,
                                      bool add_generation_prompt) {
-    return tok.encode_pieces(to_pieces(chat.tmpl.render(turns, add_generation_prompt, chat.ctx), tok), /*add_bos=*/false);
+    return tok.encode_pieces(to_pieces(chat.tmpl.render(turns, add_generation_prompt, chat.ctx), chat.specials),
+                             /*add_bos=*/false);
 }
 
 size_t longest_token_bytes(const Tokenizer& tok) {

@@ -81,6 +81,7 @@ std::vector<int32_t> parse_detokenize_request(std::string_view body, int n_vocab
 struct ChatSetup {
     ChatTemplate tmpl;
     ChatContext ctx;
+    SpecialTokens specials;  // the model's (empty without one), for chat_prompt_ids
 };
 ChatSetup chat_setup(const Tokenizer* tok, const std::string& name, const std::string& file, const std::string& date);
 // A conversation as the model is fed it (the template's control tokens by id, content as text).
