@@ -372,26 +372,38 @@ TEST(GGUFWriter, UnwritablePathIsAOneLineError) {
 // ---- quantize_model -----------------------------------------------------------------------------
 
 TEST(QuantizeModel, TargetNamesAndLlamaFileTypes) {
-    EXPECT_EQ(quantize_target_from_name("q8_0"), DType::Q8_0);
-    EXPECT_EQ(quantize_target_from_name("Q4_1"), DType::Q4_1);
-    EXPECT_EQ(quantize_target_from_name("bf16"), DType::BF16);
-    EXPECT_EQ(quantize_target_from_name("q4_k"), std::nullopt);
+    auto type_of = [](const char* name) { return quantize_target_from_name(name).value().type; };
+    EXPECT_EQ(type_of("q8_0"), DType::Q8_0);
+    EXPECT_EQ(type_of("Q4_1"), DType::Q4_1);
+    EXPECT_EQ(type_of("bf16"), DType::BF16);
+    EXPECT_EQ(type_of("q4_k"), DType::Q4_K);
+    EXPECT_EQ(type_of("Q4_K_M"), DType::Q4_K);
+    EXPECT_TRUE(quantize_target_from_name("q4_k_m")->mix_m);
+    EXPECT_FALSE(quantize_target_from_name("q4_k")->mix_m);
+    EXPECT_EQ(quantize_target_from_name("q2_k"), std::nullopt);
     EXPECT_EQ(quantize_target_from_name(""), std::nullopt);
-    // llama.cpp's llama_ftype numbers.
-    EXPECT_EQ(llama_ftype_of(DType::F32), 0u);
-    EXPECT_EQ(llama_ftype_of(DType::F16), 1u);
-    EXPECT_EQ(llama_ftype_of(DType::Q4_0), 2u);
-    EXPECT_EQ(llama_ftype_of(DType::Q4_1), 3u);
-    EXPECT_EQ(llama_ftype_of(DType::Q8_0), 7u);
-    EXPECT_EQ(llama_ftype_of(DType::Q5_0), 8u);
-    EXPECT_EQ(llama_ftype_of(DType::Q5_1), 9u);
-    EXPECT_EQ(llama_ftype_of(DType::BF16), 32u);
-    expect_error([] { llama_ftype_of(DType::Q4_K); }, "cannot quantize to Q4_K");
+    // llama.cpp's llama_ftype numbers (llama.h).
+    auto ftype = [](const char* name) { return quantize_target_from_name(name).value().ftype; };
+    EXPECT_EQ(ftype("f32"), 0u);
+    EXPECT_EQ(ftype("f16"), 1u);
+    EXPECT_EQ(ftype("q4_0"), 2u);
+    EXPECT_EQ(ftype("q4_1"), 3u);
+    EXPECT_EQ(ftype("q8_0"), 7u);
+    EXPECT_EQ(ftype("q5_0"), 8u);
+    EXPECT_EQ(ftype("q5_1"), 9u);
+    EXPECT_EQ(ftype("q4_k"), 14u);  // LLAMA_FTYPE_MOSTLY_Q4_K_S, as llama-quantize --pure writes
+    EXPECT_EQ(ftype("q4_k_m"), 15u);
+    EXPECT_EQ(ftype("q5_k"), 16u);
+    EXPECT_EQ(ftype("q5_k_m"), 17u);
+    EXPECT_EQ(ftype("q6_k"), 18u);
+    EXPECT_EQ(ftype("bf16"), 32u);
+    EXPECT_EQ(quantize_target_of(DType::Q4_K).name, std::string("q4_k"));
+    expect_error([] { quantize_target_of(DType::Q2_K); }, "cannot quantize to Q2_K");
 }
 
 TEST(QuantizeModel, Stories260kAsF32IsTheSameModel) {
     const std::string out = scratch("stories.f32.gguf");
-    const QuantizeSummary sum = quantize_model(kStories, out, DType::F32);
+    const QuantizeSummary sum = quantize_model(kStories, out, quantize_target_of(DType::F32));
     auto a = GGUFFile::open(kStories);
     auto b = GGUFFile::open(out);
     EXPECT_EQ(sum.n_tensors, a->tensors().size());
@@ -433,7 +445,7 @@ TEST(QuantizeModel, Stories260kToEachTypeDequantizesCloseToTheOriginal) {
         const std::string name(dtype_name(c.type));
         const std::string out = scratch("stories." + name + ".gguf");
         std::vector<QuantizeTensorReport> reports;
-        const QuantizeSummary sum = quantize_model(kStories, out, c.type, [&](const QuantizeTensorReport& r) {
+        const QuantizeSummary sum = quantize_model(kStories, out, quantize_target_of(c.type), [&](const QuantizeTensorReport& r) {
             reports.push_back(r);
         });
         auto b = GGUFFile::open(out);
@@ -477,7 +489,7 @@ TEST(QuantizeModel, Stories260kToEachTypeDequantizesCloseToTheOriginal) {
 TEST(QuantizeModel, SmolLM2ToItsOwnTypeCopiesEveryTensor) {
     if (!exists(kSmol)) GTEST_SKIP() << kSmol << " not downloaded (tools/fetch_model.sh)";
     const std::string out = scratch("smol.q4_1.gguf");
-    const QuantizeSummary sum = quantize_model(kSmol, out, DType::Q4_1);
+    const QuantizeSummary sum = quantize_model(kSmol, out, quantize_target_of(DType::Q4_1));
     auto a = GGUFFile::open(kSmol);
     auto b = GGUFFile::open(out);
     expect_same_metadata(a->metadata(), b->metadata());  // file_type was already MOSTLY_Q4_1
@@ -505,24 +517,24 @@ TEST(QuantizeModel, BadInputIsAOneLineErrorAndWritesNothing) {
         EXPECT_FALSE(exists(out));
         EXPECT_FALSE(exists(out + ".tmp"));
     };
-    expect_error([&] { quantize_model("/nonexistent/model.gguf", out, DType::Q8_0); }, "/nonexistent/model.gguf: cannot open");
+    expect_error([&] { quantize_model("/nonexistent/model.gguf", out, quantize_target_of(DType::Q8_0)); }, "/nonexistent/model.gguf: cannot open");
     no_output();
-    expect_error([&] { quantize_model(kStoriesBin, out, DType::Q8_0); }, "only GGUF files can be rewritten");
+    expect_error([&] { quantize_model(kStoriesBin, out, quantize_target_of(DType::Q8_0)); }, "only GGUF files can be rewritten");
     no_output();
-    expect_error([&] { quantize_model(kStories, out, DType::Q6_K); }, "cannot quantize to Q6_K");
+    expect_error([&] { quantize_model(kStories, out, quantize_target_of(DType::Q2_K)); }, "cannot quantize to Q2_K");
     no_output();
-    expect_error([&] { quantize_model(kStories, kStories, DType::Q8_0); }, "the output is the input");
+    expect_error([&] { quantize_model(kStories, kStories, quantize_target_of(DType::Q8_0)); }, "the output is the input");
     // The same file under another name.
     const std::string dotted = std::filesystem::path(kStories).parent_path().string() + "/./stories260K.gguf";
-    expect_error([&] { quantize_model(kStories, dotted, DType::Q8_0); }, "the output is the input");
+    expect_error([&] { quantize_model(kStories, dotted, quantize_target_of(DType::Q8_0)); }, "the output is the input");
 
     // A truncated copy.
     const std::vector<uint8_t> bytes = read_all(kStories);
     const std::string cut = scratch("truncated.gguf");
     std::ofstream(cut, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), 100000);
-    expect_error([&] { quantize_model(cut, out, DType::Q8_0); }, "runs past the end of the file");
+    expect_error([&] { quantize_model(cut, out, quantize_target_of(DType::Q8_0)); }, "runs past the end of the file");
     no_output();
-    expect_error([&] { quantize_model(kStories, "/nonexistent-dir-for-ridge/out.gguf", DType::Q8_0); }, "cannot write");
+    expect_error([&] { quantize_model(kStories, "/nonexistent-dir-for-ridge/out.gguf", quantize_target_of(DType::Q8_0)); }, "cannot write");
 }
 
 TEST(QuantizeModel, ATypeThatCannotBeDequantizedIsNamed) {
@@ -530,7 +542,7 @@ TEST(QuantizeModel, ATypeThatCannotBeDequantizedIsNamed) {
     std::vector<TestTensor> ts = {{{"norm.weight", DType::F32, {256}}, std::vector<uint8_t>(1024, 0)},
                                   {{"w.weight", DType::Q2_K, {256, 2}}, std::vector<uint8_t>(2 * 84, 0)}};
     write_file(in, {}, ts);
-    expect_error([&] { quantize_model(in, out, DType::Q8_0); }, "tensor 'w.weight' has type Q2_K, which ridge cannot dequantize");
+    expect_error([&] { quantize_model(in, out, quantize_target_of(DType::Q8_0)); }, "tensor 'w.weight' has type Q2_K, which ridge cannot dequantize");
     EXPECT_FALSE(exists(out));
     EXPECT_FALSE(exists(out + ".tmp"));
 }

@@ -136,11 +136,13 @@ TEST(QuantHand, Q4_0AndQ5_0Layout) {
 TEST(QuantHand, UnsupportedTypesAndSizes) {
     float x[256] = {};
     uint8_t buf[1024];
-    EXPECT_THROW(quantize_row(DType::Q4_K, x, buf, 256), Error);
+    EXPECT_THROW(quantize_row(DType::Q2_K, x, buf, 256), Error);
+    EXPECT_THROW(quantize_row(DType::Q4_K, x, buf, 255), Error);
     EXPECT_THROW(dequantize_row(DType::Q2_K, buf, x, 256), Error);
     EXPECT_THROW(dequantize_row(DType::Q4_0, buf, x, 33), Error);
     EXPECT_TRUE(can_dequantize(DType::Q6_K));
-    EXPECT_FALSE(can_quantize(DType::Q6_K));
+    EXPECT_TRUE(can_quantize(DType::Q6_K));
+    EXPECT_FALSE(can_quantize(DType::Q2_K));
 }
 
 // ---------------------------------------------------------------------------------------------

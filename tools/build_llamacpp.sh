@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench and llama-perplexity, the reference ridge is measured against,
+# Builds llama.cpp's llama-bench, llama-perplexity, llama-quantize and llama-batched-bench, the
+# reference ridge is measured against,
 # from the llama.cpp vendored in the source distribution of the PyPI package llama-cpp-python
 # (pinned below), with native CPU flags, in ${RIDGE_CACHE:-~/.cache/ridge}/llama.cpp-<version>/.
 # Nothing is written into the repository. Safe to run again: each step is skipped when done.
-# Prints the paths of the two binaries on stdout (one per line); progress goes to stderr.
+# Prints the paths of the binaries on stdout (one per line); progress goes to stderr.
 set -euo pipefail
 
 VERSION=0.3.36   # newest llama-cpp-python on PyPI when this was written (pip index versions)
@@ -11,7 +12,7 @@ CACHE=${RIDGE_CACHE:-$HOME/.cache/ridge}
 ROOT=$CACHE/llama.cpp-$VERSION
 SRC=$ROOT/src/llama_cpp_python-$VERSION/vendor/llama.cpp
 BUILD=$ROOT/build
-TARGETS=(llama-bench llama-perplexity)
+TARGETS=(llama-bench llama-perplexity llama-quantize llama-batched-bench)
 
 log() { echo "build_llamacpp: $*" >&2; }
 
@@ -72,7 +73,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${cma
   echo "${cmake_args[*]}" >"$stamp"
 fi
 
-# 4. Build only the two tools (make/ninja skip what is up to date).
+# 4. Build only these tools (make/ninja skip what is up to date).
 start=$(date +%s)
 cmake --build "$BUILD" --target "${TARGETS[@]}" -j"$(nproc)" >"$ROOT/build.log" 2>&1 \
   || { log "build failed; see $ROOT/build.log"; tail -20 "$ROOT/build.log" >&2; exit 1; }

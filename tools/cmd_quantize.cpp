@@ -1,6 +1,7 @@
-// `ridge quantize -m IN.gguf -o OUT.gguf --type q8_0|q4_0|q4_1|q5_0|q5_1|f16|bf16|f32`: rewrites a
-// GGUF model with its matrices in another weight type (weights/quantize_model.h). Stderr gets a
-// note per tensor that had to fall back to F16, one line per tensor with -v, and a closing summary.
+// `ridge quantize -m IN.gguf -o OUT.gguf --type T`: rewrites a GGUF model with its matrices in
+// another weight type, or one of llama.cpp's Q4_K_M / Q5_K_M mixes (weights/quantize_model.h).
+// Stderr gets a note per tensor that had to fall back to another type, one line per tensor with
+// -v, and a closing summary.
 #include <omp.h>
 
 #include <cstdio>
@@ -32,7 +33,7 @@ void run_quantize(const QuantizeArgs& a) {
     if (a.in.empty()) throw Error("no input model: pass -m/--model IN.gguf");
     if (a.out.empty()) throw Error("no output file: pass -o/--output OUT.gguf");
     if (a.type.empty()) throw Error("no target type: pass --type (" + quantize_target_names() + ")");
-    const std::optional<DType> target = quantize_target_from_name(a.type);
+    const std::optional<QuantizeTarget> target = quantize_target_from_name(a.type);
     if (!target) throw Error("unknown --type '" + a.type + "' (choose one of " + quantize_target_names() + ")");
     if (a.threads > 0) omp_set_num_threads(a.threads);
     // As llama-quantize: an existing output is kept unless asked, and quantized weights are not
@@ -60,7 +61,7 @@ void run_quantize(const QuantizeArgs& a) {
             std::fprintf(stderr, "ridge: note: tensor '%s' row length %lld is not a multiple of the %s block size "
                                  "%lld: written as %s\n",
                          r.name.c_str(), static_cast<long long>(r.row_length),
-                         std::string(dtype_name(*target)).c_str(), static_cast<long long>(block_elems(*target)),
+                         std::string(dtype_name(r.wanted)).c_str(), static_cast<long long>(block_elems(r.wanted)),
                          std::string(dtype_name(r.to)).c_str());
         if (a.verbose)
             std::fprintf(stderr, "[%zu/%zu] %-28s %-5s -> %-5s %s %10.3f MB -> %10.3f MB\n", r.index + 1, r.count,
@@ -68,7 +69,7 @@ void run_quantize(const QuantizeArgs& a) {
                          r.copied ? "copied " : "encoded", double(r.bytes_in) / 1e6, double(r.bytes_out) / 1e6);
     };
     const QuantizeSummary s = quantize_model(a.in, a.out, *target, report);
-    const std::string fallback = s.n_fallback ? ", " + std::to_string(s.n_fallback) + " as F16" : "";
+    const std::string fallback = s.n_fallback ? ", " + std::to_string(s.n_fallback) + " in a fallback type" : "";
     std::fprintf(stderr, "wrote %s: %zu tensors (%zu re-encoded, %zu copied%s), %.2f MB -> %.2f MB\n", a.out.c_str(),
                  s.n_tensors, s.n_converted, s.n_copied, fallback.c_str(), double(s.file_bytes_in) / 1e6,
                  double(s.file_bytes_out) / 1e6);

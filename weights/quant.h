@@ -5,7 +5,8 @@
 //     block_elems(t). F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; ridge::Error
 //     for any other type or n.
 //   quantize_row: writes row_bytes(t, n) bytes at dst encoding src[0..n), rounding as the reference
-//     (gguf-py / ggml) does. F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; ridge::Error otherwise.
+//     (gguf-py / ggml) does. F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (the
+//     K-quants as llama-quantize without an importance matrix); ridge::Error otherwise.
 // Header-only, as the formats it dispatches to: each function is a switch over their inline decoders.
 #pragma once
 #include <cstdint>
@@ -51,15 +52,8 @@ inline bool can_dequantize(DType t) {
     }
 }
 
-inline bool can_quantize(DType t) {
-    switch (t) {
-        case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
-        case DType::Q4_1: case DType::Q5_0: case DType::Q5_1:
-            return true;
-        default:
-            return false;
-    }
-}
+// Every type that can be read can be written.
+inline bool can_quantize(DType t) { return can_dequantize(t); }
 
 inline void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     quant_detail::check_n(t, n, "dequantize_row");
@@ -107,6 +101,9 @@ inline void quantize_row(DType t, const float* src, void* dst, int64_t n) {
         case DType::Q5_0: quant_detail::quant_blocks<block_q5_0>(src, dst, n, QK5_0); return;
         case DType::Q5_1: quant_detail::quant_blocks<block_q5_1>(src, dst, n, QK5_1); return;
         case DType::Q8_0: quant_detail::quant_blocks<block_q8_0>(src, dst, n, QK8_0); return;
+        case DType::Q4_K: quant_detail::quant_blocks<block_q4_K>(src, dst, n, QK_K); return;
+        case DType::Q5_K: quant_detail::quant_blocks<block_q5_K>(src, dst, n, QK_K); return;
+        case DType::Q6_K: quant_detail::quant_blocks<block_q6_K>(src, dst, n, QK_K); return;
         default: break;
     }
     throw Error("quantize_row: type " + std::string(dtype_name(t)) + " is not supported");

@@ -1,13 +1,14 @@
 // quantize_model: GGUF in, GGUF out with another weight type. For each tensor in file order:
 // a matrix is re-encoded chunk by chunk of rows (dequantize_row to f32, quantize_row to the target,
 // rows in parallel), a 1-D tensor or one already of the target type is copied byte for byte.
-// A matrix whose row length is not a multiple of the target's block size is written as F16
-// (llama.cpp's practice of falling back to a type that fits) and reported as such.
+// A matrix whose row length is not a multiple of its type's block size falls back to a type that
+// fits, as llama-quantize does (see quantize_plan), and is reported as such.
 #include "weights/quantize_model.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -22,14 +23,14 @@ namespace ridge {
 
 namespace {
 
-struct Target {
-    const char* name;
-    DType type;
-    uint32_t ftype;  // llama.cpp llama_ftype
-};
-constexpr Target kTargets[] = {
-    {"q8_0", DType::Q8_0, 7}, {"q4_0", DType::Q4_0, 2}, {"q4_1", DType::Q4_1, 3}, {"q5_0", DType::Q5_0, 8},
-    {"q5_1", DType::Q5_1, 9}, {"f16", DType::F16, 1},   {"bf16", DType::BF16, 32}, {"f32", DType::F32, 0},
+// llama.cpp's llama_ftype of each: ALL_F32 0, MOSTLY_F16 1, Q4_0 2, Q4_1 3, Q8_0 7, Q5_0 8, Q5_1 9,
+// Q4_K_S 14 (what llama-quantize --pure Q4_K_S writes), Q4_K_M 15, Q5_K_S 16, Q5_K_M 17, Q6_K 18, BF16 32.
+constexpr QuantizeTarget kTargets[] = {
+    {"q8_0", DType::Q8_0, 7, false},  {"q4_0", DType::Q4_0, 2, false},   {"q4_1", DType::Q4_1, 3, false},
+    {"q5_0", DType::Q5_0, 8, false},  {"q5_1", DType::Q5_1, 9, false},   {"q4_k", DType::Q4_K, 14, false},
+    {"q5_k", DType::Q5_K, 16, false}, {"q6_k", DType::Q6_K, 18, false},  {"q4_k_m", DType::Q4_K, 15, true},
+    {"q5_k_m", DType::Q5_K, 17, true}, {"f16", DType::F16, 1, false},    {"bf16", DType::BF16, 32, false},
+    {"f32", DType::F32, 0, false},
 };
 
 constexpr size_t kChunkBytes = size_t(4) << 20;  // output bytes re-encoded per parallel step
@@ -81,29 +82,92 @@ bool same_file(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::optional<DType> quantize_target_from_name(std::string_view name) {
+std::optional<QuantizeTarget> quantize_target_from_name(std::string_view name) {
     std::string lower(name);
     for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
-    for (const Target& t : kTargets)
-        if (lower == t.name) return t.type;
+    for (const QuantizeTarget& t : kTargets)
+        if (lower == t.name) return t;
     return std::nullopt;
+}
+
+QuantizeTarget quantize_target_of(DType type) {
+    for (const QuantizeTarget& t : kTargets)
+        if (t.type == type && !t.mix_m) return t;
+    throw Error("cannot quantize to " + std::string(dtype_name(type)) + " (targets: " + quantize_target_names() + ")");
 }
 
 std::string quantize_target_names() {
     std::string s;
-    for (const Target& t : kTargets) s += (s.empty() ? "" : ", ") + std::string(t.name);
+    for (const QuantizeTarget& t : kTargets) s += (s.empty() ? "" : ", ") + std::string(t.name);
     return s;
 }
 
-uint32_t llama_ftype_of(DType type) {
-    for (const Target& t : kTargets)
-        if (t.type == type) return t.ftype;
-    throw Error("cannot quantize to " + std::string(dtype_name(type)) + " (targets: " + quantize_target_names() + ")");
+std::vector<QuantizePlanEntry> quantize_plan(const std::vector<QuantizePlanTensor>& tensors, const QuantizeTarget& target,
+                                             int block_count) {
+    // llama-quantize's fallback for a row length `type` cannot hold.
+    auto fallback = [](DType type, int64_t row) {
+        if (row % block_elems(type) == 0) return type;
+        DType f = DType::F16;
+        if (type == DType::Q4_K) f = DType::Q5_0;
+        if (type == DType::Q5_K) f = DType::Q5_1;
+        if (type == DType::Q6_K) f = DType::Q8_0;
+        return row % block_elems(f) == 0 ? f : DType::F16;
+    };
+    std::vector<QuantizePlanEntry> plan(tensors.size());
+    bool tied = true;  // no output.weight: the token embedding is also the head
+    for (const QuantizePlanTensor& t : tensors)
+        if (t.name == "output.weight") tied = false;
+    // llama-quantize counts attn_v and ffn_down in its order: by layer (others first), then by name.
+    auto layer_of = [](const std::string& name) {
+        int layer = -1;
+        if (name.rfind("blk.", 0) == 0) layer = std::atoi(name.c_str() + 4);
+        return layer;
+    };
+    std::vector<size_t> order(tensors.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        const int la = layer_of(tensors[a].name), lb = layer_of(tensors[b].name);
+        return la != lb ? la < lb : tensors[a].name < tensors[b].name;
+    });
+    int n_attn_v = 0;
+    for (const QuantizePlanTensor& t : tensors)
+        if (t.name.find("attn_v.weight") != std::string::npos) n_attn_v++;
+    // The layers that get more bits: the first and last eighth, and every third in between.
+    auto more_bits = [](int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; };
+    int i_attn_v = 0, i_ffn_down = 0;
+    for (size_t k : order) {
+        const QuantizePlanTensor& t = tensors[k];
+        QuantizePlanEntry& e = plan[k];
+        if (effective_dims(t.shape) < 2) {
+            e.type = e.wanted = t.type;
+            continue;
+        }
+        const int64_t row = t.shape[0];
+        DType want = target.type;
+        if (target.mix_m) {
+            const bool head = t.name == "output.weight" || (tied && t.name == "token_embd.weight");
+            if (head) {
+                // Not a fallback in llama-quantize's terms: its rule for the head.
+                e.type = e.wanted = row % QK_K != 0 ? DType::Q8_0 : DType::Q6_K;
+                continue;
+            }
+            if (t.name.find("attn_v.weight") != std::string::npos) {
+                if (more_bits(i_attn_v, n_attn_v)) want = DType::Q6_K;
+                i_attn_v++;
+            } else if (t.name.find("ffn_down") != std::string::npos) {
+                if (more_bits(i_ffn_down, block_count)) want = DType::Q6_K;
+                i_ffn_down++;
+            }
+        }
+        e.wanted = want;
+        e.type = fallback(want, row);
+        e.fell_back = e.type != want;
+    }
+    return plan;
 }
 
-QuantizeSummary quantize_model(const std::string& in, const std::string& out, DType target,
+QuantizeSummary quantize_model(const std::string& in, const std::string& out, const QuantizeTarget& target,
                                const std::function<void(const QuantizeTensorReport&)>& on_tensor) {
-    const uint32_t ftype = llama_ftype_of(target);
     if (out.empty()) throw Error("no output file given");
     require_gguf(in);
     if (same_file(in, out)) throw Error(out + ": the output is the input file; write to another path");
@@ -111,31 +175,32 @@ QuantizeSummary quantize_model(const std::string& in, const std::string& out, DT
 
     // Decide every tensor's type (and refuse unreadable ones) before anything is written.
     const std::vector<TensorView>& tensors = gguf->tensors();
+    std::vector<QuantizePlanTensor> listed;
+    for (const TensorView& t : tensors) listed.push_back({t.name, t.type, t.shape});
+    // The layer count, for a mix: <arch>.block_count, else one more than the highest blk.N.
+    int block_count = 0;
+    const std::string arch = gguf->get_string_or("general.architecture", "");
+    if (!arch.empty() && gguf->has(arch + ".block_count")) block_count = int(gguf->get_u64(arch + ".block_count"));
+    else
+        for (const TensorView& t : tensors)
+            if (t.name.rfind("blk.", 0) == 0) block_count = std::max(block_count, std::atoi(t.name.c_str() + 4) + 1);
+    const std::vector<QuantizePlanEntry> plan = quantize_plan(listed, target, block_count);
     std::vector<GGUFTensorSpec> specs;
-    std::vector<bool> convert, fell_back;
-    for (const TensorView& t : tensors) {
-        GGUFTensorSpec s{t.name, t.type, t.shape};
-        bool conv = false, fb = false;
-        if (effective_dims(t.shape) >= 2) {
-            s.type = target;
-            if (t.shape[0] % block_elems(target) != 0) {
-                s.type = DType::F16;
-                fb = true;
-            }
-            conv = s.type != t.type;
-        }
+    std::vector<bool> convert;
+    for (size_t k = 0; k < tensors.size(); k++) {
+        const TensorView& t = tensors[k];
+        const bool conv = plan[k].type != t.type;
         if (conv && !can_dequantize(t.type))
             throw Error(in + ": tensor '" + t.name + "' has type " + std::string(dtype_name(t.type)) +
                         ", which ridge cannot dequantize (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
                         "Q5_1, Q4_K, Q5_K, Q6_K)");
-        specs.push_back(std::move(s));
+        specs.push_back({t.name, plan[k].type, t.shape});
         convert.push_back(conv);
-        fell_back.push_back(fb);
     }
 
     GGUFMetadata kv = gguf->metadata();
-    set_uint(kv, "general.file_type", ftype);
-    if (is_quantized(target)) set_uint(kv, "general.quantization_version", 2);
+    set_uint(kv, "general.file_type", target.ftype);
+    if (is_quantized(target.type)) set_uint(kv, "general.quantization_version", 2);
 
     GGUFWriter writer(out, kv, specs);
     QuantizeSummary sum;
@@ -170,7 +235,7 @@ QuantizeSummary quantize_model(const std::string& in, const std::string& out, DT
             }
             sum.n_converted++;
         }
-        if (fell_back[k]) sum.n_fallback++;
+        if (plan[k].fell_back) sum.n_fallback++;
         sum.tensor_bytes_in += t.nbytes;
         sum.tensor_bytes_out += s.nbytes();
         if (on_tensor) {
@@ -181,7 +246,8 @@ QuantizeSummary quantize_model(const std::string& in, const std::string& out, DT
             rep.from = t.type;
             rep.to = s.type;
             rep.copied = !convert[k];
-            rep.fell_back = fell_back[k];
+            rep.fell_back = plan[k].fell_back;
+            rep.wanted = plan[k].wanted;
             rep.row_length = t.shape[0];
             rep.bytes_in = t.nbytes;
             rep.bytes_out = s.nbytes();

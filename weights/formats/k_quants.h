@@ -1,6 +1,6 @@
 // The K-quants Q4_K, Q5_K and Q6_K, ggml's super-blocks of 256 elements with per-sub-block scales:
-// the block layouts and every decoder of them (scalar and device, RIDGE_HD; the integer decoders of
-// matmul v4_int_k with their scalar twins), together, as in q4.h.
+// the block layouts, every decoder of them (scalar and device, RIDGE_HD; the integer decoders of
+// matmul v4_int_k with their scalar twins) and the reference quantizers, together, as in q4.h.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -128,6 +128,17 @@ RIDGE_HD inline void dequant_block(const block_q5_K& b, float* y) {
 RIDGE_HD inline void dequant_block(const block_q6_K& b, float* y) {
     for (int s = 0; s < QK_K / 32; s++) q6_K_chunk(b, s, y + 32 * s);
 }
+
+// ---- reference quantizers (ggml's, without an importance matrix) -----------------------------
+// What llama-quantize writes when it is given no importance matrix, byte for byte: the same
+// float32 operations in the same order. Defined once, in weights/k_quants.cpp, which is built with
+// -ffp-contract=off: ggml builds its quantizers without -march flags, so nothing is fused into an
+// FMA there, while GCC fuses C++ (ISO mode or not) wherever FMA exists, and differently in each
+// place an inline copy would land.
+// x (256) -> one block.
+void quantize_block(const float* x, block_q4_K& b);
+void quantize_block(const float* x, block_q5_K& b);
+void quantize_block(const float* x, block_q6_K& b);
 
 // ---- the integer kernels' scalar twins -------------------------------------------------------
 // A super-block against the 8 blocks of 32 integer activations it meets (Act: q[32] codes, their
