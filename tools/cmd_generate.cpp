@@ -25,6 +25,7 @@
 #include "engine/session.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/line_editor.h"
 #include "tools/model_args.h"
 #include "tools/serve_api.h"
 #include "weights/error.h"
@@ -284,30 +285,6 @@ void run_generate(GenerateOptions& o, const std::string& prompt) {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
 
-// Standard input a line at a time through read(2), so that a Ctrl-C (EINTR: the handler is
-// installed without SA_RESTART) is told apart from the end of the input.
-enum class LineRead { Line, End, Interrupted };
-LineRead read_line(std::string& line) {
-    static std::string pending;
-    line.clear();
-    while (true) {
-        if (const size_t nl = pending.find('\n'); nl != std::string::npos) {
-            line = pending.substr(0, nl);
-            pending.erase(0, nl + 1);
-            return LineRead::Line;
-        }
-        char buf[4096];
-        const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) return LineRead::Interrupted;
-        if (n <= 0) {  // the end: a last line without its newline still counts
-            line = std::move(pending);
-            pending.clear();
-            return line.empty() ? LineRead::End : LineRead::Line;
-        }
-        pending.append(buf, size_t(n));
-    }
-}
-
 struct ChatOptions {
     std::optional<std::string> system;
     std::string chat_template, chat_template_file, date;
@@ -342,9 +319,9 @@ void run_chat(GenerateOptions& o, const ChatOptions& co) {
     } restore{old_sa};
     g_interrupted = false;
     std::string line;
+    LineEditor editor(STDIN_FILENO, STDERR_FILENO, g_interrupted);  // line editing and history on a terminal
     while (true) {
-        if (interactive) std::fprintf(stderr, "> ");
-        const LineRead got = read_line(line);
+        const LineRead got = editor.read("> ", line);
         if (got != LineRead::Line) break;  // Ctrl-D (the end of the input) or Ctrl-C at the prompt
         if (line.empty()) continue;
         if (line == "/exit") break;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one-shot GPU check, prepared here: builds (portably: -DRIDGE_NATIVE=OFF, CUDA on; libstdc++ and
-# libgcc linked in, no server, whose cpp-httplib needs OpenSSL) only what the check needs (ridge,
+# libgcc linked in, no server, whose cpp-httplib needs OpenSSL, no libedit) only what the check needs (ridge,
 # every GPU test binary, the kernel microbenchmark bench_cuda_decode), strips it, copies every
 # shared library it loads that is not a base system library into DIR/lib, the tiny test data the
 # GPU tests read into DIR/testdata, and writes DIR/run.sh (tools/gpu_run.sh): one command on the GPU
@@ -28,7 +28,7 @@ if [ -z "$from" ]; then
   from=build-bundle
   mkdir -p "$from"
   cmake -S . -B "$from" -DCMAKE_BUILD_TYPE=Release -DRIDGE_NATIVE=OFF -DRIDGE_CUDA=ON -DRIDGE_CUDA_PTX=OFF \
-    -DRIDGE_SERVE=OFF -DRIDGE_STATIC_RUNTIME=ON -DRIDGE_TESTDATA_DIR="$testdata" > "$from/configure.log" 2>&1 ||
+    -DRIDGE_SERVE=OFF -DRIDGE_LIBEDIT=OFF -DRIDGE_STATIC_RUNTIME=ON -DRIDGE_TESTDATA_DIR="$testdata" > "$from/configure.log" 2>&1 ||
     { tail -20 "$from/configure.log"; exit 1; }
   grep -q "CUDA kernels build with" "$from/configure.log" ||
     { echo "gpu_bundle: CMake found no nvcc, so there are no GPU kernels to bundle" >&2; exit 1; }

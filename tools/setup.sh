@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # Debian packages: compiler, CMake, the libraries ridge builds on, clang for the fuzzers.
 packages=(build-essential cmake pkg-config git unzip python3 python3-pip python3-venv
           libeigen3-dev libomp-dev libpcre2-dev libcli11-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libxml2-dev
+          libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libxml2-dev libedit-dev
           clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do
