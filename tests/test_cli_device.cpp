@@ -11,7 +11,10 @@
 
 #include "cli_test_util.h"
 #include "engine/gpu.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf");
 
 namespace ridge {
 namespace {

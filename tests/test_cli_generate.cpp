@@ -19,7 +19,10 @@
 #include "cli_test_util.h"
 #include "weights/model_file.h"
 #include "weights/model_stats.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf", "llama2c-stories260K/stories260K.bin", "llama2c-stories260K/tok512.bin", "llama2c-stories260K/expected");
 
 namespace {
 

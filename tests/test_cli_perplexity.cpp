@@ -12,7 +12,10 @@
 #include "engine_test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/gguf.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf", "llama2c-stories260K/expected/run_t0_n256.txt");
 
 namespace ridge {
 namespace {

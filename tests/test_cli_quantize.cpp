@@ -14,7 +14,10 @@
 #include <vector>
 
 #include "cli_test_util.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf", "llama2c-stories260K/stories260K.bin");
 
 namespace {
 

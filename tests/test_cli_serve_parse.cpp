@@ -15,9 +15,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shared_testdata.h"
 #include "test_paths.h"
 #include "tools/serve_api.h"
 #include "weights/gguf.h"
+
+RIDGE_SHARED_TESTDATA("llamacpp-vocab/ggml-vocab-llama-bpe.gguf", "llamacpp-vocab/ggml-vocab-qwen2.gguf", "llamacpp-vocab/ggml-vocab-llama-spm.gguf");
 
 namespace {
 

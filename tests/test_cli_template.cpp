@@ -19,7 +19,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("chat-templates/Qwen-Qwen3-0.6B.jinja");
 
 namespace {
 

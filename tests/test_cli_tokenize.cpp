@@ -10,7 +10,10 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("llama2c-stories260K/stories260K.bin", "llama2c-stories260K/tok512.bin");
 
 namespace {
 

@@ -16,7 +16,10 @@
 #include "weights/synthetic.h"
 #include "engine_test_util.h"
 #include "weights/error.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf");
 
 namespace ridge {
 namespace {

@@ -18,10 +18,13 @@
 
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/gguf.h"
 #include "weights/model_file.h"
+
+RIDGE_SHARED_TESTDATA("tiny-qwen/tiny-random-qwen2.Q8_0.gguf", "tiny-qwen/tiny-random-qwen3.Q8_0.gguf");
 
 namespace ridge {
 namespace {

@@ -19,7 +19,10 @@
 #include "tokenizer/tokenizer.h"
 #include "weights/error.h"
 #include "weights/model_file.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf");
 
 namespace ridge {
 namespace {

@@ -14,7 +14,10 @@
 #include "kernel_test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/model_file.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf", "llama2c-stories260K/stories260K.bin", "llama2c-stories260K/tok512.bin", "llama2c-stories260K/expected");
 
 namespace ridge {
 namespace {

@@ -20,7 +20,10 @@
 #include "weights/model_stats.h"
 
 #include "engine_test_util.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf");
 
 namespace ridge {
 namespace {

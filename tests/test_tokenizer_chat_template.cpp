@@ -12,10 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shared_testdata.h"
 #include "test_paths.h"
 #include "tokenizer/chat_template.h"
 #include "weights/error.h"
 #include "weights/gguf.h"
+
+RIDGE_SHARED_TESTDATA("chat-templates/Qwen-Qwen3-0.6B.jinja");
 
 namespace ridge {
 namespace {

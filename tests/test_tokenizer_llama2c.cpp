@@ -11,7 +11,10 @@
 #include "tokenizer/tokenizer.h"
 #include "weights/error.h"
 #include "weights/gguf.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf", "llama2c-stories260K/tok512.bin", "llama2c-tokenizer/tokenizer.bin", "llamacpp-vocab/ggml-vocab-llama-spm.gguf");
 
 namespace {
 

@@ -9,7 +9,10 @@
 
 #include "tokenizer/tokenizer.h"
 #include "weights/gguf.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("llamacpp-vocab/ggml-vocab-llama-bpe.gguf", "llamacpp-vocab/ggml-vocab-qwen2.gguf", "llamacpp-vocab/ggml-vocab-llama-spm.gguf");
 
 namespace {
 

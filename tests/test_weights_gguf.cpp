@@ -18,7 +18,10 @@
 #include "weights/config.h"
 #include "weights/gguf.h"
 #include "weights/model_file.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf", "ollama-tiny-random/llama-2-tiny-random.gguf", "llamacpp-vocab/ggml-vocab-llama-bpe.gguf", "llamacpp-vocab/ggml-vocab-qwen2.gguf", "llamacpp-vocab/ggml-vocab-llama-spm.gguf");
 
 using namespace ridge;
 

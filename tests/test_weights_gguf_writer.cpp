@@ -23,7 +23,10 @@
 #include "weights/gguf_writer.h"
 #include "weights/quant.h"
 #include "weights/quantize_model.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf", "llama2c-stories260K/stories260K.bin");
 
 using namespace ridge;
 

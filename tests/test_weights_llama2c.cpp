@@ -13,7 +13,10 @@
 
 #include "weights/llama2c.h"
 #include "weights/model_file.h"
+#include "shared_testdata.h"
 #include "test_paths.h"
+
+RIDGE_SHARED_TESTDATA("gguf-stories260K/stories260K.gguf", "llama2c-stories260K/stories260K.bin");
 
 using namespace ridge;
 
