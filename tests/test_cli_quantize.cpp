@@ -195,6 +195,35 @@ TEST(CliQuantize, SmolLM2ToQ8_0LoadsAndStillKnowsParis) {
     std::filesystem::remove(out);
 }
 
+// A synthetic model as a file (weights/synthetic.h; its bytes are checked against the in-memory
+// model in test_weights_synthetic): it loads with the vocabulary it was given and generates, and
+// an existing output is kept unless --force.
+TEST(CliQuantize, SyntheticModelAsAFileLoadsWithTheVocabularyGiven) {
+    if (!exists(kSmol)) GTEST_SKIP() << kSmol << " not downloaded (tools/fetch_model.sh)";
+    const std::string out = scratch("synthetic.q4_0.gguf");
+    const RunResult q = ridge({"quantize", "--synthetic", "smollm2-135m", "--type", "q4_0", "-o", out, "--vocab-from",
+                               kSmol, "--synthetic-seed", "7"});
+    ASSERT_EQ(q.rc, 0) << q.err;
+    const RunResult again = ridge({"quantize", "--synthetic", "smollm2-135m", "--type", "q4_0", "-o", out,
+                                   "--vocab-from", kSmol});
+    EXPECT_EQ(again.rc, 1);
+    EXPECT_NE(again.err.find("exists: pass --force"), std::string::npos) << again.err;
+    const RunResult info = ridge({"info", "-m", out, "--metadata"});
+    ASSERT_EQ(info.rc, 0) << info.err;
+    EXPECT_NE(info.out.find("n_vocab: 49152"), std::string::npos) << info.out;
+    EXPECT_NE(info.out.find("  general.architecture: \"llama\"\n"), std::string::npos) << info.out;
+    EXPECT_NE(info.out.find("  general.file_type: 2\n"), std::string::npos) << info.out;
+    // SmolLM2's tokenizer: the same ids, and the prompt's text back whole at the start of stdout.
+    const RunResult t1 = ridge({"tokenize", "-m", out, "-p", "Once upon a time, in 2024."});
+    const RunResult t2 = ridge({"tokenize", "-m", kSmol, "-p", "Once upon a time, in 2024."});
+    ASSERT_EQ(t1.rc, 0) << t1.err;
+    EXPECT_EQ(t1.out, t2.out);
+    const RunResult gen = ridge({"generate", "-m", out, "-p", "Once upon a time", "-n", "4", "--temp", "0", "--no-warmup"});
+    ASSERT_EQ(gen.rc, 0) << gen.err;
+    EXPECT_EQ(gen.out.rfind("Once upon a time", 0), 0u) << gen.out;
+    std::filesystem::remove(out);
+}
+
 // An existing output is kept unless --force.
 TEST(CliQuantize, AnExistingOutputIsKeptUnlessForced) {
     const std::string out = scratch("existing.gguf");
@@ -227,7 +256,19 @@ TEST(CliQuantize, BadInputIsOneLineAndWritesNothing) {
     expect_one_line_error({"quantize", "-m", kStories, "-o", kStories, "--type", "q8_0"}, "the output is the input");
     expect_one_line_error({"quantize", "-m", kStoriesBin, "-o", out, "--type", "q8_0"}, "only GGUF files can be rewritten");
     nothing_written();
-    expect_one_line_error({"quantize", "--synthetic", "smollm2-135m", "-o", out, "--type", "q8_0"}, "--synthetic");
+    expect_one_line_error({"quantize", "--synthetic", "smollm2-135m", "-o", out, "--type", "q8_0"},
+                          "--synthetic needs --vocab-from");
+    expect_one_line_error({"quantize", "--synthetic", "smollm2-135m", "-o", out, "--type", "q4_k", "--vocab-from", kStories},
+                          "synthetic weight type 'q4_k' is not supported");
+    expect_one_line_error({"quantize", "--synthetic", "gpt-5", "-o", out, "--type", "q8_0", "--vocab-from", kStories},
+                          "gpt-5");
+    expect_one_line_error({"quantize", "-m", kStories, "--synthetic", "smollm2-135m", "-o", out, "--type", "q8_0"},
+                          "-m/--model and --synthetic both given");
+    expect_one_line_error({"quantize", "-m", kStories, "-o", out, "--type", "q8_0", "--vocab-from", kStories},
+                          "--vocab-from applies to --synthetic models only");
+    // A --vocab-from that is not a GGUF file.
+    expect_one_line_error({"quantize", "--synthetic", "smollm2-135m", "-o", out, "--type", "q8_0", "--vocab-from", kStoriesBin},
+                          kStoriesBin);
     nothing_written();
     expect_one_line_error({"quantize", "-m", kStories, "-o", "/nonexistent-dir-for-ridge/out.gguf", "--type", "q8_0"},
                           "cannot write");

@@ -149,6 +149,27 @@ TEST(GpuForward, Stories260KGreedyTextIsTheCpus) {
     EXPECT_TRUE(same);
 }
 
+// Qwen2 (q/k/v biases) and Qwen3 (per-head q/k RMSNorm, q wider than the model), NEOX rope: the
+// tiny random models of the shared test data, on the GPU against the CPU's exact path. The bundle
+// does not carry them (42 MB): this runs where the repository and its test data are on the GPU machine.
+TEST(GpuForward, TinyQwenLogitsMatchTheCpusExactPath) {
+    RIDGE_REQUIRE_GPU();
+    for (const char* name : {"qwen2", "qwen3"}) {
+        const std::string path = std::string(RIDGE_TESTDATA_DIR) + "/tiny-qwen/tiny-random-" + name + ".Q8_0.gguf";
+        if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not here";
+        const OnBoth m = on_both(path);
+        const std::vector<int32_t> prompt = {9707, 11, 847, 829, 374, 1207, 16948, 13, 576, 6722, 315, 9625, 374};
+        const std::vector<int32_t> decode = {12095, 13, 1084, 264, 3460};
+        for (int max_rows : {256, 5}) {
+            const std::vector<std::vector<float>> cpu = run(*m.cpu, prompt, decode, max_rows);
+            double ref = 0;
+            for (const std::vector<float>& v : cpu)
+                for (float x : v) ref = std::max(ref, std::fabs(double(x)));
+            expect_logits_close(run(*m.gpu, prompt, decode, max_rows), cpu, 1e-3 * ref);  // as the CPU's goldens
+        }
+    }
+}
+
 TEST(GpuForward, SmolLM2LogitsMatchTheCpusExactPath) {
     RIDGE_REQUIRE_GPU();
     RIDGE_REQUIRE_SMOLLM2();

@@ -1,17 +1,23 @@
 // Synthetic models (weights/synthetic.h): each shape's config and tensor list against the public
 // configs, parameter counts from the Llama formula and the published totals, seeded bytes (same
 // seed same bytes, other seed other bytes), every type dequantizing to finite values of the
-// intended scale, and the one-line refusals (unknown name or type, not enough memory).
+// intended scale, and the one-line refusals (unknown name or type, not enough memory); written as
+// a GGUF file (write_synthetic_gguf), the same bytes with a real vocabulary.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "weights/config.h"
 #include "weights/error.h"
+#include "weights/gguf.h"
 #include "weights/quant.h"
 #include "weights/synthetic.h"
+#include "test_paths.h"
 
 namespace ridge {
 namespace {
@@ -279,6 +285,65 @@ TEST(Synthetic, MemoryLimitComesFromMemAvailable) {
     const uint64_t limit = synthetic_memory_limit();
     EXPECT_GT(limit, 0u);  // a Linux test machine has /proc/meminfo and more than the margin
     EXPECT_LT(limit, uint64_t(1) << 50);
+}
+
+}  // namespace
+}  // namespace ridge
+
+namespace ridge {
+namespace {
+
+// The file write_synthetic_gguf makes holds, tensor for tensor, the bytes make_synthetic_model
+// builds in memory when the vocabulary has the shape's size (SmolLM2's own for smollm2-135m), with
+// the vocabulary file's tokenizer keys and the shape's llama.* keys.
+TEST(SyntheticFile, HoldsTheInMemoryModelsBytesAndTheVocabulary) {
+    const std::string vocab = std::string(RIDGE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (!std::filesystem::exists(vocab)) GTEST_SKIP() << vocab << " not downloaded (tools/fetch_model.sh)";
+    const std::string out = ::testing::TempDir() + "ridge_synthetic_" + std::to_string(::getpid()) + ".gguf";
+    const SyntheticFileSummary sum = write_synthetic_gguf("smollm2-135m", DType::Q4_0, 11, vocab, out);
+    EXPECT_EQ(sum.config.n_vocab, 49152);
+    const auto file = GGUFFile::open(out);
+    const auto mem = make_synthetic_model("smollm2-135m", DType::Q4_0, 11);
+    ASSERT_EQ(file->tensors().size(), mem->tensors().size());
+    for (size_t i = 0; i < mem->tensors().size(); i++) {
+        const TensorView &a = file->tensors()[i], &b = mem->tensors()[i];
+        EXPECT_EQ(a.name, b.name);
+        EXPECT_EQ(a.type, b.type) << a.name;
+        EXPECT_EQ(a.shape, b.shape) << a.name;
+        ASSERT_EQ(a.nbytes, b.nbytes) << a.name;
+        EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes), 0) << a.name;
+    }
+    const Config c = config_from_gguf(*file);
+    const Config want = synthetic_config("smollm2-135m");
+    EXPECT_EQ(c.n_embd, want.n_embd);
+    EXPECT_EQ(c.n_layers, want.n_layers);
+    EXPECT_EQ(c.n_ff, want.n_ff);
+    EXPECT_EQ(c.n_heads, want.n_heads);
+    EXPECT_EQ(c.n_kv_heads, want.n_kv_heads);
+    EXPECT_EQ(c.rope_freq_base, want.rope_freq_base);
+    EXPECT_TRUE(c.tied_output);
+    EXPECT_EQ(file->get_u64("general.file_type"), 2u);
+    const auto v = GGUFFile::open(vocab);
+    EXPECT_EQ(file->get_string_array("tokenizer.ggml.tokens"), v->get_string_array("tokenizer.ggml.tokens"));
+    EXPECT_EQ(file->get_string("tokenizer.ggml.model"), v->get_string("tokenizer.ggml.model"));
+    EXPECT_EQ(file->get_string("tokenizer.chat_template"), v->get_string("tokenizer.chat_template"));
+    std::filesystem::remove(out);
+}
+
+// A vocabulary file without a vocabulary, or no file, is refused, naming it, and writes nothing.
+TEST(SyntheticFile, AVocabularyFileWithoutTokensIsRefused) {
+    const std::string out = ::testing::TempDir() + "ridge_synthetic_bad_" + std::to_string(::getpid()) + ".gguf";
+    const std::string no_vocab = std::string(RIDGE_TESTS_DIR) + "/data/kquant/input.f16.gguf";
+    try {
+        write_synthetic_gguf("smollm2-135m", DType::Q4_0, 1, no_vocab, out);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(no_vocab + ": no tokenizer.ggml.tokens"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(write_synthetic_gguf("smollm2-135m", DType::Q4_0, 1, "/nonexistent/vocab.gguf", out), Error);
+    EXPECT_THROW(write_synthetic_gguf("smollm2-135m", DType::Q4_K, 1, no_vocab, out), Error);
+    EXPECT_FALSE(std::filesystem::exists(out));
+    EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // `ridge quantize -m IN.gguf -o OUT.gguf --type T`: rewrites a GGUF model with its matrices in
 // another weight type, or one of llama.cpp's Q4_K_M / Q5_K_M mixes (weights/quantize_model.h).
+// `ridge quantize --synthetic NAME --type T -o OUT.gguf --vocab-from V.gguf` writes a synthetic
+// model as a file instead, so that llama.cpp runs exactly the shapes ridge does.
 // Stderr gets a note per tensor that had to fall back to another type, one line per tensor with
 // -v, and a closing summary.
 #include <omp.h>
@@ -13,23 +15,41 @@
 #include "weights/error.h"
 #include "weights/gguf.h"
 #include "weights/quantize_model.h"
+#include "weights/synthetic.h"
 
 namespace ridge::cli {
 
 namespace {
 
 struct QuantizeArgs {
-    std::string in, out, type, synthetic;
+    std::string in, out, type, synthetic, vocab_from;
+    uint64_t seed = 1;  // --synthetic-seed, as every command's
     int threads = 0;  // 0: OpenMP's default
     bool verbose = false;
     bool force = false;             // overwrite an existing output
     bool allow_requantize = false;  // re-encode weights that are already quantized
 };
 
+// --synthetic NAME: the synthetic model written as a GGUF file llama.cpp loads too, with the
+// vocabulary of --vocab-from (weights/synthetic.h).
+void write_synthetic(const QuantizeArgs& a) {
+    if (!a.in.empty()) throw Error("-m/--model and --synthetic both given: pass one of them");
+    if (a.out.empty()) throw Error("no output file: pass -o/--output OUT.gguf");
+    if (a.type.empty()) throw Error("no weight type: pass --type (" + synthetic_type_names() + ")");
+    if (a.vocab_from.empty())
+        throw Error("--synthetic needs --vocab-from FILE.gguf, a GGUF file whose vocabulary the model takes");
+    const DType type = synthetic_type_from_name(a.type);
+    if (a.threads > 0) omp_set_num_threads(a.threads);
+    if (!a.force && std::filesystem::exists(a.out)) throw Error(a.out + " exists: pass --force to overwrite it");
+    const SyntheticFileSummary s = write_synthetic_gguf(a.synthetic, type, a.seed, a.vocab_from, a.out);
+    std::fprintf(stderr, "wrote %s: synthetic %s, %s, vocabulary of %d tokens from %s, %.2f MB\n", a.out.c_str(),
+                 a.synthetic.c_str(), std::string(dtype_name(type)).c_str(), s.config.n_vocab, a.vocab_from.c_str(),
+                 double(s.file_bytes) / 1e6);
+}
+
 void run_quantize(const QuantizeArgs& a) {
-    if (!a.synthetic.empty())
-        throw Error("quantize rewrites a GGUF file; --synthetic models exist only in memory (pick their weight "
-                    "type with --synthetic-type instead)");
+    if (!a.synthetic.empty()) return write_synthetic(a);
+    if (!a.vocab_from.empty()) throw Error("--vocab-from applies to --synthetic models only");
     if (a.in.empty()) throw Error("no input model: pass -m/--model IN.gguf");
     if (a.out.empty()) throw Error("no output file: pass -o/--output OUT.gguf");
     if (a.type.empty()) throw Error("no target type: pass --type (" + quantize_target_names() + ")");
@@ -89,8 +109,11 @@ void register_quantize(CLI::App& app) {
     cmd->add_flag("--force", a->force, "overwrite OUT when it exists");
     cmd->add_flag("--allow-requantize", a->allow_requantize,
                   "re-encode an input whose weights are already quantized (each rounding adds error)");
-    cmd->add_option("--synthetic", a->synthetic, "not accepted: synthetic models cannot be rewritten")
-        ->group("");  // hidden: there only to say why
+    cmd->add_option("--synthetic", a->synthetic,
+                    "instead of -m: write a synthetic model (" + synthetic_names() + ") of --type (" +
+                        synthetic_type_names() + ") with the vocabulary of --vocab-from");
+    cmd->add_option("--vocab-from", a->vocab_from, "with --synthetic: the GGUF file whose tokenizer the model takes");
+    cmd->add_option("--synthetic-seed", a->seed, "with --synthetic: seed of the weights")->capture_default_str();
     cmd->callback([a] { run_quantize(*a); });
 }
 

@@ -18,7 +18,10 @@
 #include <sstream>
 
 #include "weights/error.h"
+#include "weights/gguf.h"
+#include "weights/gguf_writer.h"
 #include "weights/quant.h"
+#include "weights/quantize_model.h"
 
 namespace ridge {
 
@@ -160,6 +163,23 @@ void copy_from_pool(const std::vector<uint8_t>& pool, size_t from, uint8_t* dst,
         dst += n;
         len -= n;
         at = 0;
+    }
+}
+
+// Where tensor `index` starts reading its pool: a block offset drawn from (seed, index), so no two
+// tensors begin with the same bytes.
+size_t pool_start(const std::vector<uint8_t>& pool, size_t bb, uint64_t seed, size_t index) {
+    return size_t(mix(seed, 0x7E45041ull + index) % (pool.size() / bb)) * bb;
+}
+
+// Norm weights: 1 + normal(0, 0.02), so that they scale as trained RMSNorm weights do.
+void fill_norm(float* w, int64_t n, uint64_t seed, size_t index) {
+    SplitMix64 g{mix(seed, 0x0A11ull + index)};
+    for (int64_t j = 0; j < n; j += 2) {
+        double a, b;
+        g.normal_pair(a, b);
+        w[j] = float(1.0 + 0.02 * a);
+        if (j + 1 < n) w[j + 1] = float(1.0 + 0.02 * b);
     }
 }
 
@@ -312,7 +332,7 @@ std::unique_ptr<ModelFile> make_synthetic_model(const std::string& name, DType t
         const TensorView& v = views[i];
         if (v.shape.size() < 2) continue;
         const std::vector<uint8_t>& pool = pools.at(v.shape[0]);
-        const size_t start = size_t(mix(seed, 0x7E45041ull + i) % (pool.size() / bb)) * bb;
+        const size_t start = pool_start(pool, bb, seed, i);
         uint8_t* dst = file->data() + offsets[i];
         for (size_t off = 0; off < v.nbytes; off += chunk_bytes)
             chunks.push_back({dst + off, &pool, start + off, std::min(chunk_bytes, v.nbytes - off)});
@@ -320,20 +340,83 @@ std::unique_ptr<ModelFile> make_synthetic_model(const std::string& name, DType t
 #pragma omp parallel for schedule(dynamic, 16)
     for (size_t i = 0; i < chunks.size(); i++) copy_from_pool(*chunks[i].pool, chunks[i].from, chunks[i].dst, chunks[i].len);
 
-    // Norm weights: 1 + normal(0, 0.02), so that they scale as trained RMSNorm weights do.
-    for (size_t i = 0; i < views.size(); i++) {
-        const TensorView& v = views[i];
-        if (v.shape.size() != 1) continue;
-        float* w = reinterpret_cast<float*>(file->data() + offsets[i]);  // (d)
-        SplitMix64 g{mix(seed, 0x0A11ull + i)};
-        for (int64_t j = 0; j < v.shape[0]; j += 2) {
-            double a, b;
-            g.normal_pair(a, b);
-            w[j] = float(1.0 + 0.02 * a);
-            if (j + 1 < v.shape[0]) w[j + 1] = float(1.0 + 0.02 * b);
-        }
-    }
+    for (size_t i = 0; i < views.size(); i++)
+        if (views[i].shape.size() == 1) fill_norm(reinterpret_cast<float*>(file->data() + offsets[i]), views[i].shape[0], seed, i);
     return file;
+}
+
+SyntheticFileSummary write_synthetic_gguf(const std::string& name, DType type, uint64_t seed,
+                                          const std::string& vocab_from, const std::string& out) {
+    Config c = synthetic_config(name);
+    synthetic_type_from_name(std::string(dtype_name(type)));
+    const auto vocab = GGUFFile::open(vocab_from);
+    if (!vocab->has("tokenizer.ggml.tokens"))
+        throw Error(vocab_from + ": no tokenizer.ggml.tokens: --vocab-from needs a GGUF file with a vocabulary");
+    c.n_vocab = int(vocab->get_string_array("tokenizer.ggml.tokens").size());
+
+    GGUFMetadata kv;
+    for (const auto& [key, value] : vocab->metadata())
+        if (key.rfind("tokenizer.", 0) == 0) kv[key] = value;
+    auto str = [&](const std::string& key, const std::string& v) {
+        GGUFValue& g = kv[key];
+        g.type = GGUFType::STRING;
+        g.s = v;
+    };
+    auto u32 = [&](const std::string& key, uint64_t v) {
+        GGUFValue& g = kv[key];
+        g.type = GGUFType::UINT32;
+        g.u = v;
+    };
+    auto f32 = [&](const std::string& key, double v) {
+        GGUFValue& g = kv[key];
+        g.type = GGUFType::FLOAT32;
+        g.f = v;
+    };
+    str("general.architecture", "llama");
+    str("general.name", "synthetic " + lower(name) + " (seed " + std::to_string(seed) + ")");
+    u32("general.file_type", quantize_target_of(type).ftype);
+    if (block_elems(type) > 1) u32("general.quantization_version", 2);
+    u32("llama.context_length", uint64_t(c.n_ctx_train));
+    u32("llama.embedding_length", uint64_t(c.n_embd));
+    u32("llama.block_count", uint64_t(c.n_layers));
+    u32("llama.feed_forward_length", uint64_t(c.n_ff));
+    u32("llama.attention.head_count", uint64_t(c.n_heads));
+    u32("llama.attention.head_count_kv", uint64_t(c.n_kv_heads));
+    u32("llama.rope.dimension_count", uint64_t(c.rope_dim));
+    u32("llama.vocab_size", uint64_t(c.n_vocab));
+    f32("llama.rope.freq_base", c.rope_freq_base);
+    f32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
+
+    const std::vector<SyntheticTensor> specs = synthetic_tensors(c, type);
+    std::vector<GGUFTensorSpec> tensors;
+    for (const SyntheticTensor& t : specs) tensors.push_back({t.name, t.type, t.shape});
+    GGUFWriter writer(out, kv, tensors);
+    std::map<int64_t, std::vector<uint8_t>> pools;
+    const size_t bb = block_bytes(type);
+    std::vector<uint8_t> buf;
+    // One tensor at a time, each filled as make_synthetic_model fills it.
+    for (size_t i = 0; i < specs.size(); i++) {
+        const SyntheticTensor& t = specs[i];
+        const size_t nbytes = row_bytes(t.type, t.shape[0]) * size_t(t.shape.size() > 1 ? t.shape[1] : 1);
+        buf.resize(nbytes);
+        if (t.shape.size() == 1) {
+            fill_norm(reinterpret_cast<float*>(buf.data()), t.shape[0], seed, i);
+        } else {
+            if (!pools.count(t.shape[0])) pools[t.shape[0]] = make_pool(type, t.shape[0], seed);
+            const std::vector<uint8_t>& pool = pools.at(t.shape[0]);
+            const size_t start = pool_start(pool, bb, seed, i);
+            const size_t chunk = kFillChunkBytes / bb * bb;
+            const int64_t n_chunks = int64_t((nbytes + chunk - 1) / chunk);
+#pragma omp parallel for schedule(dynamic, 16)
+            for (int64_t k = 0; k < n_chunks; k++) {
+                const size_t off = size_t(k) * chunk;
+                copy_from_pool(pool, start + off, buf.data() + off, std::min(chunk, nbytes - off));
+            }
+        }
+        writer.write(buf.data(), nbytes);
+    }
+    writer.close();
+    return {c, writer.bytes_written()};
 }
 
 }  // namespace ridge

@@ -71,6 +71,18 @@ std::unique_ptr<ModelFile> make_synthetic_model(const std::string& name, DType t
 // As above with memory_limit = synthetic_memory_limit().
 std::unique_ptr<ModelFile> make_synthetic_model(const std::string& name, DType type, uint64_t seed);
 
+// The synthetic model `name` as a GGUF file `out` that llama.cpp loads too: architecture llama,
+// its shape with the vocabulary of the GGUF file `vocab_from` (every tokenizer.* key copied; the
+// embedding and head take its token count), weights of `type` as make_synthetic_model(name, type,
+// seed) fills them, written one tensor at a time (out.tmp, renamed when complete). ridge::Error for
+// an unknown name or type, a vocab_from without tokenizer.ggml.tokens, or a file that cannot be written.
+struct SyntheticFileSummary {
+    Config config;
+    uint64_t file_bytes = 0;
+};
+SyntheticFileSummary write_synthetic_gguf(const std::string& name, DType type, uint64_t seed,
+                                          const std::string& vocab_from, const std::string& out);
+
 // Values drawn per distinct row length before quantizing: 2 Mi (8 MiB as F32).
 constexpr int64_t kSyntheticPoolElems = int64_t(1) << 21;
 
