@@ -4,9 +4,10 @@
 // call these. Each scalar decode performs the same float32 operations, in the same order, as
 // gguf-py's dequantize.
 //
-// Bit-exactness: y = d*q + m is written as two statements so that no compiler fuses it into an
-// FMA on the host (GCC in ISO mode does not fuse; clang fuses only within one expression). nvcc
-// fuses across statements in device code unless built with -fmad=false.
+// Bit-exactness: d*q is exact in float32 (an f16 scale times a code of a few bits needs at most 24
+// bits of mantissa), so y = d*q + m rounds once, in the add, whether or not a compiler fuses the
+// two into an FMA (GCC does in C++ wherever the target has FMA, across statements too; nvcc in
+// device code unless built with -fmad=false). The same holds for every decoder of these formats.
 #pragma once
 #include <cmath>
 #include <cstddef>
