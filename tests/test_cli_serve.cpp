@@ -936,15 +936,27 @@ TEST(CliServe, ShutsDownCleanlyOnSigtermAndSigintWhileServing) {
         ASSERT_TRUE(s.up());
         std::atomic<int> finished{0};
         std::vector<std::thread> clients;
-        for (bool stream : {false, true})
-            clients.emplace_back([&, stream] {
-                post(s, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"stream", stream}});
+        std::vector<Answer> answers(4);
+        for (int i = 0; i < 4; i++)  // two running, two waiting; half of each streamed
+            clients.emplace_back([&, i] {
+                answers[size_t(i)] = post(s, "/v1/completions",
+                                          {{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"stream", i % 2 == 1}});
                 finished++;
             });
         wait_metrics(s, 60, [](auto& m) { return m["ridge_tokens_generated_total"] >= 2; });
         EXPECT_EQ(s.stop(sig), 0) << s.err();
-        for (std::thread& t : clients) t.join();  // both answered (an error or a cut stream), none hangs
-        EXPECT_EQ(finished.load(), 2);
+        for (std::thread& t : clients) t.join();  // every one answered, none hangs
+        EXPECT_EQ(finished.load(), 4);
+        // A cancelled stream ends with an error event and [DONE], whole; a plain request gets a 503.
+        for (int i = 0; i < 4; i++) {
+            const Answer& a = answers[size_t(i)];
+            if (i % 2 == 1 && !a.chunks.empty()) {  // began streaming: its end must be whole
+                EXPECT_TRUE(a.done) << "stream " << i << " was cut: " << a.error;
+                EXPECT_TRUE(a.chunks.back().contains("error")) << a.chunks.back().dump();
+            } else {
+                EXPECT_EQ(a.status, 503) << a.body;
+            }
+        }
         const std::string err = s.err();
         EXPECT_NE(err.find(sig == SIGTERM ? "SIGTERM: shutting down" : "SIGINT: shutting down"), std::string::npos)
             << err;

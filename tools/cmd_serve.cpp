@@ -779,6 +779,11 @@ void run_serve(ServeOptions& o) {
                     if (again == SIGINT || again == SIGTERM) break;
                 }
                 S.begin_shutdown();
+                // The cancelled requests write their last event (a stream's error and [DONE], a 503)
+                // before the server stops: a stopping cpp-httplib ends a chunked response where it
+                // stands, without its last chunk. Each is done once released, within a step or two.
+                const auto drained = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+                while (!S.idle() && std::chrono::steady_clock::now() < drained) sigtimedwait(&stop_signals, nullptr, &tick);
                 http.stop();
                 return;
             }
