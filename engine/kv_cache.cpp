@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -54,6 +55,7 @@ KVCache::KVCache(const Config& c, int n_ctx, DType type, int block_size, int poo
     }
     free_blocks_.reserve(size_t(n_blocks_));
     for (int b = n_blocks_ - 1; b >= 0; b--) free_blocks_.push_back(b);  // hand out block 0 first
+    refs_.assign(size_t(n_blocks_), 0);
 }
 
 void KVCache::Free::operator()(uint8_t* p) const { std::free(p); }
@@ -85,8 +87,34 @@ bool KVCache::has_sequence(int seq) const {
 
 void KVCache::free_sequence(int seq) {
     Sequence& s = seq_mut(seq);
-    for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) free_blocks_.push_back(*it);
+    for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) release(*it);
     s = Sequence{};
+}
+
+void KVCache::retain(int32_t block) {
+    if (block < 0 || block >= n_blocks_ || refs_[size_t(block)] == 0)
+        throw Error("KV cache: block " + std::to_string(block) + " is not in use");
+    refs_[size_t(block)]++;
+}
+
+void KVCache::release(int32_t block) {
+    if (block < 0 || block >= n_blocks_ || refs_[size_t(block)] == 0)
+        throw Error("KV cache: block " + std::to_string(block) + " is not in use");
+    if (--refs_[size_t(block)] == 0) free_blocks_.push_back(block);
+}
+
+void KVCache::share(int seq, const std::vector<int32_t>& blocks) {
+    Sequence& s = seq_mut(seq);
+    if (s.length % block_size_ != 0 || size_t(s.length / block_size_) != s.blocks.size())
+        throw Error("KV cache: sequence " + std::to_string(seq) + " of length " + std::to_string(s.length) +
+                    " does not end on a block boundary");
+    const int64_t n = int64_t(blocks.size()) * block_size_;
+    if (s.length + n > n_ctx_)
+        throw Error("context full: sequence " + std::to_string(seq) + " holds " + std::to_string(s.length) +
+                    " tokens, " + std::to_string(n) + " more would pass the context of " + std::to_string(n_ctx_));
+    for (int32_t b : blocks) retain(b);
+    s.blocks.insert(s.blocks.end(), blocks.begin(), blocks.end());
+    s.length += int(n);
 }
 
 int KVCache::length(int seq) const { return seq_ref(seq).length; }
@@ -97,13 +125,13 @@ int KVCache::append(int seq, int n) {
     if (int64_t(s.length) + n > n_ctx_)
         throw Error("context full: sequence " + std::to_string(seq) + " holds " + std::to_string(s.length) +
                     " tokens, " + std::to_string(n) + " more would pass the context of " + std::to_string(n_ctx_));
-    const int blocks_needed = (s.length + n + block_size_ - 1) / block_size_;
-    const int new_blocks = blocks_needed - int(s.blocks.size());
+    const int new_blocks = blocks_to_append(seq, n);
     if (new_blocks > int(free_blocks_.size()))
         throw Error("KV cache full: " + std::to_string(new_blocks) + " more blocks needed, " +
                     std::to_string(free_blocks_.size()) + " free of " + std::to_string(n_blocks_));
     for (int i = 0; i < new_blocks; i++) {
         s.blocks.push_back(free_blocks_.back());
+        refs_[size_t(free_blocks_.back())] = 1;
         free_blocks_.pop_back();
     }
     const int first = s.length;
@@ -111,11 +139,21 @@ int KVCache::append(int seq, int n) {
     return first;
 }
 
+int KVCache::blocks_to_append(int seq, int n) const {
+    const Sequence& s = seq_ref(seq);
+    const int64_t blocks_needed = (int64_t(s.length) + n + block_size_ - 1) / block_size_;
+    return int(std::max<int64_t>(0, blocks_needed - int64_t(s.blocks.size())));
+}
+
 void KVCache::truncate(int seq, int n) {
     Sequence& s = seq_mut(seq);
     if (n < 0 || n > s.length)
         throw Error("KV cache: cannot truncate sequence " + std::to_string(seq) + " of " + std::to_string(s.length) +
                     " tokens to " + std::to_string(n));
+    for (size_t b = size_t(n / block_size_); n < s.length && b < s.blocks.size(); b++)
+        if (refs_[size_t(s.blocks[b])] > 1)
+            throw Error("KV cache: position " + std::to_string(n) + " of sequence " + std::to_string(seq) +
+                        " is in a shared block, which must not be rewritten");
     s.length = n;
 }
 

@@ -1,6 +1,9 @@
 // KVCache: every layer's keys and values, allocated once for n_ctx tokens, kept as a pool of
-// fixed-size blocks. Each sequence owns a block table and a length; it grows a block at a time,
-// and freeing it returns its blocks, so sequences can start, grow and end independently.
+// fixed-size blocks. Each sequence has a block table and a length; it grows a block at a time,
+// and freeing it gives its blocks back, so sequences can start, grow and end independently.
+// Blocks are reference-counted: a sequence may also take whole blocks that hold another's tokens
+// (share(), for an identical prompt prefix; see prefix_cache.h), and a block returns to the free
+// list when its last holder lets it go. A shared block is never written again.
 // Size: 2 * n_layers * kv_dim * bytes(type) per token (see bytes()).
 #pragma once
 #include <cstdint>
@@ -45,11 +48,23 @@ public:
     // Makes room for n more tokens of seq and returns the first new position; ridge::Error when
     // the sequence would pass n_ctx or the pool has no free block (the cache is unchanged then).
     int append(int seq, int n);
-    // Forgets the tokens of seq from position n on (keeps its blocks).
+    // New blocks append(seq, n) would take from the free list.
+    int blocks_to_append(int seq, int n) const;
+    // Forgets the tokens of seq from position n on (keeps its blocks); ridge::Error when position n
+    // lies in a block another holder shares (that block must not be rewritten).
     void truncate(int seq, int n);
     int free_tokens() const;  // tokens that could still be appended to a new sequence
     int n_blocks() const { return n_blocks_; }
     int free_blocks() const { return int(free_blocks_.size()); }
+
+    // Sharing. share() appends whole blocks that hold the next tokens of seq (its length must be a
+    // multiple of the block size; the blocks must be in use) and takes a reference to each:
+    // seq's length grows by blocks.size() * block_size. retain() and release() take and drop a
+    // reference held by something other than a sequence (the prefix cache's index).
+    void share(int seq, const std::vector<int32_t>& blocks);
+    void retain(int32_t block);
+    void release(int32_t block);
+    int refs(int32_t block) const { return refs_[size_t(block)]; }  // 0: free
 
     const std::vector<int32_t>& block_table(int seq) const;  // (ceil(length / block_size))
     int64_t slot(int seq, int pos) const;                     // block_table[pos / B] * B + pos % B
@@ -81,6 +96,7 @@ private:
     std::unique_ptr<uint8_t, Free> storage_;  // (n_layers, 2 [k, v], n_blocks * block_size, kv_dim) elements
     std::shared_ptr<uint8_t> device_storage_;  // the same on the GPU, instead of storage_ (on_gpu)
     std::vector<int32_t> free_blocks_;    // stack of unused block ids
+    std::vector<int32_t> refs_;           // (n_blocks) holders of each block: sequences and retain()s
     std::vector<Sequence> seqs_;
 };
 

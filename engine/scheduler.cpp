@@ -27,7 +27,8 @@ struct Scheduler::Request {
     Sampler sampler;
     std::vector<int32_t> history;  // prompt + generated tokens (the repetition penalty looks at them)
     int lifetime = 0;              // most tokens it will ever hold in the cache
-    int reserved = 0;              // KV blocks reserved for it while admitted
+    int reserved = 0;              // KV blocks it may add while admitted (its lifetime's, less shared ones)
+    int appended = 0;              // of those, blocks added so far
     int seq = -1;                  // KV cache sequence, once admitted
     int fed = 0;                   // tokens in the cache
     int generated = 0;             // tokens emitted
@@ -54,6 +55,7 @@ Scheduler::Scheduler(const Engine& engine, const Tokenizer* tokenizer, const Sch
     if (opt.n_ctx > engine.config().n_ctx_train && engine.config().n_ctx_train > 0)
         throw Error("scheduler: context " + std::to_string(opt.n_ctx) + " is longer than the model's " +
                     std::to_string(engine.config().n_ctx_train));
+    if (opt.prefix_cache) prefix_ = std::make_unique<PrefixCache>(opt.chunk, cache_.block_size());
     stats_.kv_blocks_total = cache_.n_blocks();
 }
 
@@ -137,6 +139,7 @@ void Scheduler::finish(Request& r, FinishReason reason) {
     r.done = true;
     if (r.seq >= 0) cache_.free_sequence(r.seq);
     reserved_blocks_ -= r.reserved;
+    appended_blocks_ -= r.appended;
     // on_done runs at the end of the step, once the stats say the request has ended.
     if (r.cb.on_done) done_calls_.push_back([cb = std::move(r.cb.on_done), reason, n = r.generated] { cb(reason, n); });
     std::lock_guard<std::mutex> lock(mu_);
@@ -154,25 +157,56 @@ void Scheduler::publish_and_call_back() {
 }
 
 // First come, first served: the oldest waiting request is admitted when a batch slot and its
-// whole reservation are free; the ones behind it wait (no overtaking, so none starves).
+// whole reservation are free; the ones behind it wait (no overtaking, so none starves). Free means
+// on the free list or cached by no one else (reclaimable), less what running requests may still add.
 bool Scheduler::admit_waiting() {
     bool admitted = false;
     while (int(running_.size()) < opt_.max_batch) {
         std::unique_ptr<Request> r;
         {
             std::lock_guard<std::mutex> lock(mu_);
-            if (inbox_.empty() || reserved_blocks_ + inbox_.front()->reserved > cache_.n_blocks()) break;
+            if (inbox_.empty()) break;
+            Request& next = *inbox_.front();
+            const int seq = cache_.new_sequence();
+            int reused = 0;
+            if (prefix_) {
+                // The last prompt token is always computed: its logits give the first new token.
+                const std::vector<int32_t> hit = prefix_->lookup(next.params.prompt, (next.prompt_len() - 1) / opt_.chunk);
+                cache_.share(seq, hit);
+                reused = int(hit.size()) * cache_.block_size();
+            }
+            const int own = blocks_for(next.lifetime) - reused / cache_.block_size();
+            const int room = cache_.free_blocks() + (prefix_ ? prefix_->idle_blocks(cache_) : 0);
+            if (reserved_blocks_ - appended_blocks_ + own > room) {
+                cache_.free_sequence(seq);
+                break;
+            }
             r = std::move(inbox_.front());
             inbox_.pop_front();
             stats_.waiting = int(inbox_.size());
+            stats_.prompt_tokens_admitted += r->prompt_len();
+            stats_.prompt_tokens_reused += reused;
+            r->seq = seq;
+            r->fed = reused;
+            r->reserved = own;
         }
         reserved_blocks_ += r->reserved;
-        r->seq = cache_.new_sequence();
         r->history = r->params.prompt;
         running_.push_back(std::move(r));
         admitted = true;
     }
     return admitted;
+}
+
+void Scheduler::append_blocks(Request& r, int n) {
+    const int blocks = cache_.blocks_to_append(r.seq, n);
+    // Admission left room for every block a running request adds: cached blocks no one holds
+    // make up what the free list lacks.
+    if (blocks > cache_.free_blocks() && !(prefix_ && prefix_->reclaim(cache_, blocks)))
+        throw Error("scheduler: no KV block for a running request (reservation broken)");
+    cache_.append(r.seq, n);
+    r.appended += blocks;
+    appended_blocks_ += blocks;
 }
 
 bool Scheduler::step() {
@@ -189,12 +223,14 @@ bool Scheduler::step() {
     // The batch: one decode row per sequence that has a token to feed, then whole prompt chunks
     // (chunk c of a prompt is its positions [c * chunk, (c + 1) * chunk)) while the budget allows.
     batch_.clear();
+    chunks_done_.clear();
     int64_t prompt_rows = 0;
     int sequences = 0;
     for (auto& r : running_) {
         r->logits_row = -1;
         if (r->prefilling() || r->next < 0) continue;
-        const int pos = cache_.append(r->seq, 1);  // reserved at admission: cannot fail
+        const int pos = cache_.length(r->seq);
+        append_blocks(*r, 1);  // reserved at admission
         batch_.add(r->next, r->seq, pos, true);
         r->fed++;
         r->next = -1;
@@ -205,8 +241,10 @@ bool Scheduler::step() {
         const int end = std::min(r->prompt_len(), (r->fed / opt_.chunk + 1) * opt_.chunk);
         const int n = end - r->fed;
         if (batch_.size() > 0 && batch_.size() + n > opt_.step_rows) break;  // the next step takes it
-        const int pos = cache_.append(r->seq, n);
+        const int pos = cache_.length(r->seq);
+        append_blocks(*r, n);
         for (int i = 0; i < n; i++) batch_.add(r->params.prompt[size_t(r->fed + i)], r->seq, pos + i, r->fed + i == r->prompt_len() - 1);
+        if (n == opt_.chunk) chunks_done_.emplace_back(r.get(), r->fed / opt_.chunk);  // a whole chunk
         r->fed = end;
         prompt_rows += n;
         sequences++;
@@ -233,6 +271,8 @@ bool Scheduler::step() {
     forward(engine_, cache_, batch_, ws_, opt_.count ? &step_counters_ : nullptr);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     counters_ += step_counters_;
+    if (prefix_)
+        for (auto [r, c] : chunks_done_) prefix_->insert(cache_, r->seq, r->params.prompt, c);
 
     // Sample, emit, and retire, as generate() does for one sequence.
     int64_t generated = 0;
@@ -242,6 +282,7 @@ bool Scheduler::step() {
             finish(*r, FinishReason::Length);
             continue;
         }
+        if (r->cb.on_logits) r->cb.on_logits(ws_.logits_row(r->logits_row), engine_.config().n_vocab);
         const int32_t tok = r->sampler.sample(ws_.logits_row(r->logits_row), engine_.config().n_vocab, r->history);
         if (tok_ && (tok_->is_end_of_generation(tok) || tok == tok_->bos_id())) {
             finish(*r, FinishReason::Stop);
@@ -287,7 +328,9 @@ bool Scheduler::step() {
 void Scheduler::publish_locked() {
     stats_.running = int(running_.size());
     stats_.kv_blocks_reserved = reserved_blocks_;
-    stats_.kv_blocks_used = cache_.n_blocks() - cache_.free_blocks();
+    stats_.kv_blocks_used = appended_blocks_;
+    stats_.kv_blocks_cached = prefix_ ? prefix_->cached_blocks() : 0;
+    stats_.kv_blocks_cached_idle = prefix_ ? prefix_->idle_blocks(cache_) : 0;
 }
 
 void Scheduler::run_until_idle() {

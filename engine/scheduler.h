@@ -5,8 +5,14 @@
 //
 // KV memory: a request is admitted only when the pool can hold its whole lifetime, prompt plus
 // max_new tokens (capped at n_ctx); those blocks are reserved until it ends. A running sequence
-// therefore never runs out of cache and nothing is ever evicted; while the pool is full new
-// requests wait in the queue, first come first served.
+// therefore never runs out of cache and nothing it holds is ever evicted; while the pool is full
+// new requests wait in the queue, first come first served.
+//
+// Prefix caching (prefix_cache.h, on unless SchedulerOptions::prefix_cache is false): the whole
+// prompt chunks a request computes stay cached after it ends; a new request takes the cached
+// chunks its prompt starts with (all but its last prompt token's chunk) instead of computing
+// them, and reserves only the blocks it will add. Cached chunks no request holds count as free
+// space: they are dropped, least recently used first, when a request needs their blocks.
 //
 // Exactness: prompts are cut into chunks that start at multiples of `chunk` whatever else runs,
 // and forward() computes every row from its own sequence alone (batch-invariant kernels, see
@@ -25,6 +31,7 @@
 #include "engine/counters.h"
 #include "engine/forward.h"
 #include "engine/kv_cache.h"
+#include "engine/prefix_cache.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -40,6 +47,8 @@ struct SchedulerOptions {
     int step_rows = 512;         // soft budget of rows per step: decode rows always run, then whole
                                  // prefill chunks while they fit (at least one when nothing else runs)
     bool count = true;           // forward() gets counters (FLOPs, bytes, time per op)
+    bool prefix_cache = true;    // keep and share whole prompt chunks; chunk must then be a multiple of
+                                 // the KV block size (KVCache::kDefaultBlockSize)
 };
 
 struct RequestParams {
@@ -64,6 +73,9 @@ struct RequestCallbacks {
     // With RequestParams::logprobs >= 0: each emitted token's log-probability (token_logprob), on
     // the same thread, just before its on_token. May be empty.
     std::function<void(const TokenLogprob& lp)> on_logprob;
+    // The logits (n_vocab floats) each token is sampled from, on the same thread, before sampling.
+    // May be empty.
+    std::function<void(const float* logits, int n_vocab)> on_logits;
     // Exactly once, on the thread that runs step(), at the end of the step that retired the request
     // (after stats() reflects it), or in cancel() for a request still waiting: the reason and the
     // number of tokens emitted. May be empty.
@@ -74,9 +86,13 @@ struct RequestCallbacks {
 struct SchedulerStats {
     int running = 0;                // admitted sequences (prefilling or decoding)
     int waiting = 0;                // queued, not admitted
-    int kv_blocks_used = 0;         // blocks holding tokens now
-    int kv_blocks_reserved = 0;     // blocks promised to admitted requests (>= used)
+    int kv_blocks_used = 0;         // blocks running requests have added (their own; shared ones are cached)
+    int kv_blocks_reserved = 0;     // blocks running requests may add in all (>= used)
     int kv_blocks_total = 0;
+    int kv_blocks_cached = 0;       // blocks the prefix cache holds (some also held by requests)
+    int kv_blocks_cached_idle = 0;  // of those, blocks no request holds: free space, kept until needed
+    int64_t prompt_tokens_admitted = 0;  // prompt tokens of admitted requests
+    int64_t prompt_tokens_reused = 0;    // of those, tokens taken from the prefix cache (not computed)
     int last_step_rows = 0;         // rows of the last forward()
     int last_step_sequences = 0;    // sequences in the last forward()
     int64_t steps = 0;
@@ -154,7 +170,11 @@ private:
     int64_t next_id_ = 1;
 
     std::vector<std::unique_ptr<Request>> running_;  // stepping thread only
-    int reserved_blocks_ = 0;
+    std::unique_ptr<PrefixCache> prefix_;            // stepping thread only; null when off
+    int reserved_blocks_ = 0;   // blocks the running requests may add in all
+    int appended_blocks_ = 0;   // of those, blocks they have added
+    void append_blocks(Request& r, int n);
+    std::vector<std::pair<Request*, int>> chunks_done_;  // this step's whole prompt chunks (request, c)  // cache_.append(r.seq, n), reclaiming cached blocks if needed
     std::vector<std::function<void()>> done_calls_;  // on_done calls waiting for the step's end
 };
 

@@ -305,6 +305,53 @@ TEST(CliServe, HealthModelsAndMetrics) {
 
 // ---- OpenAI shape, streamed and not ---------------------------------------------------------------
 
+// A second chat with the first one's long start takes its whole prompt chunks (256 tokens each)
+// from the prefix cache, as /metrics counts, and answers as a server without the cache does.
+TEST(CliServe, PrefixCacheServesTheSameAnswersAndCountsItsHits) {
+    REQUIRE_SMOL();
+    std::string system = "You are a careful assistant for a small bakery.";
+    for (int i = 0; i < 40; i++) system += " Rule " + std::to_string(i) + ": be kind.";
+    auto ask = [&](const Server& s, const std::string& question) {
+        return post(s, "/v1/chat/completions", {{"messages", {{{"role", "system"}, {"content", system}},
+                                                              {{"role", "user"}, {"content", question}}}},
+                                                {"max_tokens", 8}, {"temperature", 0}});
+    };
+    Server cached({"-m", kSmol, "-c", "1024", "--max-batch", "2"});
+    Server plain({"-m", kSmol, "-c", "1024", "--max-batch", "2", "--no-prefix-cache"});
+    ASSERT_TRUE(cached.up());
+    ASSERT_TRUE(plain.up());
+    const Answer first = ask(cached, "What do you sell?");
+    ASSERT_EQ(first.status, 200) << first.body;
+    ASSERT_GT(first.prompt_tokens, 256);
+    const int whole_chunks = first.prompt_tokens / 256;
+    std::map<std::string, double> m =
+        wait_metrics(cached, 10, [](auto& m) { return m["ridge_requests_finished_total"] == 1; });
+    EXPECT_EQ(m["ridge_prompt_tokens_reused_total"], 0);
+    EXPECT_EQ(m["ridge_kv_blocks_cached"], whole_chunks * 256 / 16);
+    EXPECT_EQ(m["ridge_kv_blocks_cached_idle"], m["ridge_kv_blocks_cached"]);
+
+    const Answer second = ask(cached, "When do you open?");
+    ASSERT_EQ(second.status, 200) << second.body;
+    m = wait_metrics(cached, 10, [](auto& m) { return m["ridge_requests_finished_total"] == 2; });
+    const int shared_chunks = std::min(whole_chunks, (second.prompt_tokens - 1) / 256);
+    EXPECT_GT(shared_chunks, 0);
+    EXPECT_EQ(m["ridge_prompt_tokens_reused_total"], shared_chunks * 256);
+    EXPECT_EQ(m["ridge_prompt_tokens_total"], first.prompt_tokens + second.prompt_tokens - shared_chunks * 256);
+    EXPECT_DOUBLE_EQ(m["ridge_prefix_cache_hit_rate"],
+                     double(shared_chunks * 256) / double(first.prompt_tokens + second.prompt_tokens));
+
+    for (const Answer* a : {&first, &second}) {
+        const Answer p = ask(plain, a == &first ? "What do you sell?" : "When do you open?");
+        ASSERT_EQ(p.status, 200) << p.body;
+        EXPECT_EQ(p.text, a->text);
+    }
+    m = wait_metrics(plain, 10, [](auto& m) { return m["ridge_requests_finished_total"] == 2; });
+    EXPECT_EQ(m["ridge_prompt_tokens_reused_total"], 0);
+    EXPECT_EQ(m["ridge_kv_blocks_cached"], 0);
+    EXPECT_EQ(cached.stop(), 0) << cached.err();
+    EXPECT_EQ(plain.stop(), 0) << plain.err();
+}
+
 TEST(CliServe, CompletionsAndChatStreamedAndNotAgree) {
     REQUIRE_SMOL();
     Server s({"-m", kSmol, "-c", "256", "--max-batch", "4"});

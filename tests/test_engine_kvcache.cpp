@@ -1,10 +1,12 @@
 // KVCache: block allocation per sequence, positions to slots, the context and pool limits, freeing
-// and reuse, and the size formula 2 * n_layers * kv_dim * tokens * bytes_per_value.
+// and reuse, shared blocks and their reference counts, and the size formula
+// 2 * n_layers * kv_dim * tokens * bytes_per_value. Also PrefixCache's index of whole prompt chunks.
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "engine/kv_cache.h"
+#include "engine/prefix_cache.h"
 #include "weights/error.h"
 
 namespace ridge {
@@ -84,6 +86,106 @@ TEST(KVCache, ContextAndPoolLimitsAreErrorsThatChangeNothing) {
     EXPECT_EQ(kv.append(b, 6), 0);  // the freed blocks are reused
     EXPECT_THROW(kv.length(a), Error);
     EXPECT_EQ(kv.new_sequence(), a);  // and so is the id
+}
+
+// A block shared by two sequences (and a third holder) goes back to the free list only when the last
+// one lets it go, and a shared block is never handed out or truncated into.
+TEST(KVCache, SharedBlocksAreFreedByTheirLastHolder) {
+    KVCache kv(tiny_config(), 32, DType::F32, 4);  // 8 blocks
+    const int a = kv.new_sequence();
+    kv.append(a, 10);  // blocks 0, 1, 2
+    const std::vector<int32_t> prefix = {kv.block_table(a)[0], kv.block_table(a)[1]};
+    const int b = kv.new_sequence();
+    kv.share(b, prefix);
+    EXPECT_EQ(kv.length(b), 8);
+    EXPECT_EQ(kv.slot(b, 5), kv.slot(a, 5));  // the same keys and values
+    EXPECT_EQ(kv.append(b, 1), 8);
+    EXPECT_EQ(kv.block_table(b).back(), 3);  // its own next block, not a shared one
+    EXPECT_EQ(kv.refs(0), 2);
+    EXPECT_EQ(kv.refs(2), 1);
+    EXPECT_EQ(kv.free_blocks(), 4);
+    kv.retain(0);  // a third holder (the prefix cache)
+    EXPECT_THROW(kv.truncate(b, 6), Error);  // would rewrite shared block 1
+    EXPECT_EQ(kv.length(b), 9);
+    kv.truncate(b, 8);  // its own block only: allowed
+    EXPECT_THROW(kv.share(b, {2}), Error);  // b keeps block 3 past its length: its table ends later
+    kv.free_sequence(a);
+    EXPECT_EQ(kv.free_blocks(), 5);  // block 2 (a's alone) came back
+    kv.free_sequence(b);
+    EXPECT_EQ(kv.free_blocks(), 7);  // blocks 1 and 3; block 0 is still retained
+    EXPECT_EQ(kv.refs(0), 1);
+    kv.release(0);
+    EXPECT_EQ(kv.free_blocks(), 8);
+    EXPECT_THROW(kv.release(0), Error);  // not in use
+    EXPECT_THROW(kv.retain(5), Error);
+    const int c = kv.new_sequence();
+    kv.append(c, 3);
+    EXPECT_THROW(kv.share(c, {kv.block_table(c)[0]}), Error);  // 3 tokens: not on a block boundary
+}
+
+std::vector<int32_t> iota_tokens(int n, int32_t first) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int i = 0; i < n; i++) t[size_t(i)] = first + i;
+    return t;
+}
+
+// Chunks of 8 tokens in blocks of 4: an entry is keyed by its tokens and the whole prefix before
+// it, holds its blocks past its sequence's end, and idle entries are dropped ends first.
+TEST(PrefixCache, FindsWholeChunksOfTheSamePrefixAndReclaimsIdleOnes) {
+    KVCache kv(tiny_config(), 64, DType::F32, 4);  // 16 blocks
+    PrefixCache pc(8, 4);
+    const std::vector<int32_t> p = iota_tokens(20, 100);  // chunks [0, 8), [8, 16), and 4 more tokens
+    const int a = kv.new_sequence();
+    kv.append(a, 20);
+    const std::vector<int32_t> table = kv.block_table(a);  // 5 blocks
+    EXPECT_TRUE(pc.lookup(p, 2).empty());
+    pc.insert(kv, a, p, 1);  // chunk 0 is not cached: chunk 1 could not be reached
+    EXPECT_EQ(pc.entries(), 0);
+    pc.insert(kv, a, p, 0);
+    pc.insert(kv, a, p, 1);
+    pc.insert(kv, a, p, 1);  // already cached: no second entry
+    EXPECT_EQ(pc.entries(), 2);
+    EXPECT_EQ(pc.cached_blocks(), 4);
+    EXPECT_EQ(kv.refs(table[0]), 2);
+    EXPECT_EQ(kv.refs(table[4]), 1);  // the partial chunk is not cached
+    EXPECT_THROW(pc.insert(kv, a, p, 2), Error);  // not a whole chunk of p
+
+    EXPECT_EQ(pc.lookup(p, 2), (std::vector<int32_t>{table[0], table[1], table[2], table[3]}));
+    EXPECT_EQ(pc.lookup(p, 1), (std::vector<int32_t>{table[0], table[1]}));
+    std::vector<int32_t> other_second = p;
+    other_second[12] = 7;  // the second chunk differs
+    EXPECT_EQ(pc.lookup(other_second, 2), (std::vector<int32_t>{table[0], table[1]}));
+    std::vector<int32_t> other_first = p;
+    other_first[0] = 7;  // the same second chunk after another first one: no match
+    EXPECT_TRUE(pc.lookup(other_first, 2).empty());
+    EXPECT_TRUE(pc.lookup(std::vector<int32_t>(p.begin(), p.begin() + 7), 2).empty());  // shorter than a chunk
+
+    EXPECT_EQ(pc.idle_blocks(kv), 0);  // sequence a holds them
+    EXPECT_FALSE(pc.reclaim(kv, kv.free_blocks() + 1));
+    kv.free_sequence(a);
+    EXPECT_EQ(pc.idle_blocks(kv), 4);
+    EXPECT_EQ(kv.free_blocks(), 12);  // the partial chunk's block came back
+    ASSERT_TRUE(pc.reclaim(kv, 14));  // the end of the prefix goes first
+    EXPECT_EQ(kv.free_blocks(), 14);
+    EXPECT_EQ(pc.lookup(p, 2), (std::vector<int32_t>{table[0], table[1]}));
+    ASSERT_TRUE(pc.reclaim(kv, 16));
+    EXPECT_EQ(pc.entries(), 0);
+    EXPECT_FALSE(pc.reclaim(kv, 17));  // more than the pool
+
+    // A taker holds an entry: it is not idle, and dropping what it extends keeps the taker's blocks.
+    const int b = kv.new_sequence();
+    kv.append(b, 16);
+    pc.insert(kv, b, p, 0);
+    pc.insert(kv, b, p, 1);
+    const int c = kv.new_sequence();
+    kv.share(c, pc.lookup(p, 2));
+    kv.free_sequence(b);
+    EXPECT_EQ(pc.idle_blocks(kv), 0);
+    EXPECT_FALSE(pc.reclaim(kv, 15));
+    kv.free_sequence(c);
+    EXPECT_EQ(pc.idle_blocks(kv), 4);
+
+    EXPECT_THROW(PrefixCache(6, 4), Error);  // a chunk must be whole blocks
 }
 
 TEST(KVCache, TruncateForgetsTokens) {

@@ -127,6 +127,7 @@ void expect_batched_equals_alone(const Engine& m, const Tokenizer& tok, int max_
     opt.n_ctx = n_ctx;
     opt.max_batch = max_batch;
     opt.chunk = chunk;
+    opt.prefix_cache = chunk % KVCache::kDefaultBlockSize == 0;  // it needs whole blocks
     opt.step_rows = chunk + 8;  // one chunk plus decode rows: chunks wait for later steps
     opt.kv_tokens = kv_tokens;
     Scheduler sched(m, &tok, opt);
@@ -191,18 +192,131 @@ TEST(Scheduler, FullPoolMakesRequestsWaitNotFail) {
     std::vector<Collected> got(ps.size());
     for (size_t i = 0; i < ps.size(); i++) sched.submit(greedy(ps[i], 30), collect(got[i]));
     bool saw_waiting = false;
+    int most_cached = 0;
     while (sched.step()) {
         const SchedulerStats st = sched.stats();
         saw_waiting = saw_waiting || st.waiting > 0;
+        most_cached = std::max(most_cached, st.kv_blocks_cached);
         EXPECT_LE(st.kv_blocks_reserved, 8);
         EXPECT_LE(st.kv_blocks_used, st.kv_blocks_reserved);
+        EXPECT_LE(st.kv_blocks_used + st.kv_blocks_cached_idle, 8);
     }
     EXPECT_TRUE(saw_waiting);
+    // Whole prompt chunks were cached and had to be dropped to make room for later requests.
+    EXPECT_GT(most_cached, 0);
     for (size_t i = 0; i < ps.size(); i++) {
         EXPECT_EQ(got[i].done_calls, 1);
         EXPECT_EQ(got[i].tokens, alone(m, *w.tok, ps[i], 30, 16, 256)) << "prompt " << i;
     }
     EXPECT_EQ(sched.stats().kv_blocks_used, 0);
+}
+
+// Prefix caching. A long shared start, two questions after it, and a second turn of the first
+// conversation (its prompt, its answer, a new question): with the cache the later requests take
+// the whole chunks computed before; their tokens and every logit are bit for bit those of the same
+// request in a scheduler without the cache.
+struct Run {
+    std::vector<int32_t> tokens;
+    std::vector<std::vector<float>> logits;  // (tokens sampled, n_vocab)
+};
+
+RequestCallbacks collect_run(Run& run) {
+    RequestCallbacks cb;
+    cb.on_token = [&run](int32_t t) {
+        run.tokens.push_back(t);
+        return true;
+    };
+    cb.on_logits = [&run](const float* l, int n) { run.logits.emplace_back(l, l + n); };
+    return cb;
+}
+
+void expect_same_bits(const Run& cached, const Run& plain, const char* what) {
+    EXPECT_EQ(cached.tokens, plain.tokens) << what;
+    ASSERT_EQ(cached.logits.size(), plain.logits.size()) << what;
+    for (size_t i = 0; i < plain.logits.size(); i++)
+        EXPECT_EQ(std::memcmp(cached.logits[i].data(), plain.logits[i].data(), plain.logits[i].size() * sizeof(float)), 0)
+            << what << ": the logits of token " << i << " differ";
+}
+
+void expect_prefix_hits_exact(const Engine& m, const Tokenizer& tok) {
+    const int block = KVCache::kDefaultBlockSize;
+    const int chunk = int(std::max<int64_t>(m.plan().tiled_min_rows, block) + block - 1) / block * block;
+    const int max_new = test::kSanitized ? 4 : 12, n_ctx = 6 * chunk;
+    std::vector<int32_t> start = tok.encode(
+        "You are a helpful assistant. Answer in one short sentence, plainly, and say when you do not know. "
+        "Lily and Tom went to the park. They saw a big dog. The dog was brown and it wanted to play with a "
+        "red ball. Tom threw the ball and the dog ran after it. Lily laughed and clapped her hands.",
+        tok.add_bos_default(), false);
+    while (int(start.size()) < 2 * chunk + 5) start.insert(start.end(), start.begin() + 1, start.begin() + 40);
+    auto with = [&](std::vector<int32_t> a, const std::string& text) {
+        const std::vector<int32_t> t = tok.encode(text, false, false);
+        a.insert(a.end(), t.begin(), t.end());
+        return a;
+    };
+    const std::vector<int32_t> pa = with(start, " Where did they go?"), pb = with(start, " What colour was the ball?");
+
+    SchedulerOptions opt;
+    opt.n_ctx = n_ctx;
+    opt.max_batch = 2;
+    opt.chunk = chunk;
+    auto run_alone = [&](const std::vector<int32_t>& prompt) {
+        SchedulerOptions o = opt;
+        o.prefix_cache = false;
+        Scheduler plain(m, &tok, o);
+        Run r;
+        plain.submit(greedy(prompt, max_new), collect_run(r));
+        plain.run_until_idle();
+        EXPECT_EQ(plain.stats().prompt_tokens_reused, 0);
+        return r;
+    };
+
+    Scheduler sched(m, &tok, opt);
+    Run a, b, c;
+    sched.submit(greedy(pa, max_new), collect_run(a));
+    sched.run_until_idle();
+    EXPECT_EQ(sched.stats().prompt_tokens_reused, 0);
+    EXPECT_EQ(sched.stats().kv_blocks_cached, int(pa.size()) / chunk * (chunk / block));
+    EXPECT_EQ(sched.stats().kv_blocks_cached_idle, sched.stats().kv_blocks_cached);
+    sched.submit(greedy(pb, max_new), collect_run(b));
+    sched.run_until_idle();
+    const int64_t hits_b = int64_t(start.size()) / chunk * chunk;  // the whole chunks of the shared start
+    EXPECT_EQ(sched.stats().prompt_tokens_reused, hits_b);
+    std::vector<int32_t> pc = pa;
+    pc.insert(pc.end(), a.tokens.begin(), a.tokens.end());
+    pc = with(pc, " And then what happened?");
+    sched.submit(greedy(pc, max_new), collect_run(c));
+    sched.run_until_idle();
+    const int64_t hits_c = int64_t(pa.size()) / chunk * chunk;  // every whole chunk of the first turn's prompt
+    EXPECT_EQ(sched.stats().prompt_tokens_reused, hits_b + hits_c);
+    EXPECT_EQ(sched.stats().prompt_tokens_admitted, int64_t(pa.size() + pb.size() + pc.size()));
+    EXPECT_EQ(sched.stats().kv_blocks_used, 0);
+    EXPECT_GT(hits_b, 0);
+
+    expect_same_bits(a, run_alone(pa), "first request");
+    expect_same_bits(b, run_alone(pb), "same start, another question");
+    expect_same_bits(c, run_alone(pc), "second turn");
+    // The same prompt again takes every chunk but the one with its last token, and ends the same.
+    Run again;
+    const int64_t before = sched.stats().prompt_tokens_reused;
+    sched.submit(greedy(pa, max_new), collect_run(again));
+    sched.run_until_idle();
+    EXPECT_EQ(sched.stats().prompt_tokens_reused - before, int64_t(pa.size() - 1) / chunk * chunk);
+    expect_same_bits(again, a, "the first request again");
+}
+
+TEST(Scheduler, PrefixCacheHitsAreBitExactSmolLM2Fast) {
+    const WithTokenizer& w = model(kSmol);
+    expect_prefix_hits_exact(w.loaded->engine(), *w.tok);
+}
+
+TEST(Scheduler, PrefixCacheHitsAreBitExactSmolLM2Exact) {
+    const WithTokenizer& w = model(kSmol);
+    expect_prefix_hits_exact(w.loaded->exact(), *w.tok);
+}
+
+TEST(Scheduler, PrefixCacheHitsAreBitExactStories260K) {
+    const WithTokenizer& w = model(kStories);
+    expect_prefix_hits_exact(w.loaded->engine(), *w.tok);
 }
 
 TEST(Scheduler, CancelFreesTheSequence) {

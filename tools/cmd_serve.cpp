@@ -52,6 +52,7 @@ struct ServeOptions {
     bool n_ctx_set = false;
     int kv_tokens = 0;           // KV pool, shared by all sequences; 0 = n_ctx * max_batch
     std::string kv_type = "f32";
+    bool prefix_cache = true;    // share the KV of whole prompt chunks between requests (scheduler.h)
     int threads = 0;             // OpenMP threads of the engine thread; 0 = OpenMP's default
     bool threads_set = false;
     int http_threads = 64;       // httplib's pool: each open request holds one
@@ -590,6 +591,7 @@ void run_serve(ServeOptions& o) {
     so.kv_tokens = o.kv_tokens;
     so.kv_type = o.kv_type == "f16" ? DType::F16 : DType::F32;
     so.max_batch = o.max_batch;
+    so.prefix_cache = o.prefix_cache;
     S.sched = std::make_unique<Scheduler>(*S.engine, S.tok.get(), so);
 
     httplib::Server http;
@@ -829,6 +831,8 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--kv-tokens", o->kv_tokens, "KV cache pool shared by all sequences, in tokens (0: ctx * max-batch)")
         ->capture_default_str();
     cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 or f16")->capture_default_str();
+    cmd->add_flag("!--no-prefix-cache", o->prefix_cache,
+                  "do not keep the KV of whole prompt chunks for later requests with the same start");
     cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)")->each([o](const std::string&) {
         o->threads_set = true;
     });

@@ -558,7 +558,12 @@ std::string metrics_text(const MetricsInput& m) {
     metric(out, "ridge_http_connections_cut_cap_total", "counter",
            "Connections cut (503) as the oldest still sending its request when too many were.",
            double(m.connections_cut_cap));
-    metric(out, "ridge_prompt_tokens_total", "counter", "Prompt tokens prefilled.", double(s.tokens_prefilled));
+    metric(out, "ridge_prompt_tokens_total", "counter", "Prompt tokens prefilled (computed).", double(s.tokens_prefilled));
+    metric(out, "ridge_prompt_tokens_reused_total", "counter",
+           "Prompt tokens taken from the prefix cache instead of computed.", double(s.prompt_tokens_reused));
+    metric(out, "ridge_prefix_cache_hit_rate", "gauge",
+           "Prompt tokens taken from the prefix cache / prompt tokens of admitted requests, since the start.",
+           s.prompt_tokens_admitted > 0 ? double(s.prompt_tokens_reused) / double(s.prompt_tokens_admitted) : 0.0);
     metric(out, "ridge_tokens_generated_total", "counter", "Tokens generated.", double(s.tokens_generated));
     metric(out, "ridge_steps_total", "counter", "Forward passes (scheduler steps).", double(s.steps));
     metric(out, "ridge_decode_steps_total", "counter", "Steps holding only decode rows.", double(s.decode_steps));
@@ -571,10 +576,17 @@ std::string metrics_text(const MetricsInput& m) {
     metric(out, "ridge_batch_size_last", "gauge", "Sequences in the last forward pass.", s.last_step_sequences);
     metric(out, "ridge_batch_rows_last", "gauge", "Rows (tokens) in the last forward pass.", s.last_step_rows);
     metric(out, "ridge_batch_size_max", "gauge", "Most sequences running at once (--max-batch).", m.max_batch);
-    metric(out, "ridge_kv_blocks_used", "gauge", "KV cache blocks holding tokens.", s.kv_blocks_used);
-    metric(out, "ridge_kv_blocks_reserved", "gauge", "KV cache blocks promised to running requests (>= used).",
+    metric(out, "ridge_kv_blocks_used", "gauge",
+           "KV cache blocks running requests have added (shared prefix blocks are counted as cached).",
+           s.kv_blocks_used);
+    metric(out, "ridge_kv_blocks_reserved", "gauge", "KV cache blocks running requests may add in all (>= used).",
            s.kv_blocks_reserved);
     metric(out, "ridge_kv_blocks_total", "gauge", "KV cache blocks in the pool.", s.kv_blocks_total);
+    metric(out, "ridge_kv_blocks_cached", "gauge",
+           "KV cache blocks the prefix cache holds (whole prompt chunks kept for later requests).", s.kv_blocks_cached);
+    metric(out, "ridge_kv_blocks_cached_idle", "gauge",
+           "Of those, blocks no running request holds: free space, dropped least recently used first when needed.",
+           s.kv_blocks_cached_idle);
     const double decode_gbs = s.decode_gbs();
     metric(out, "ridge_decode_gbs", "gauge",
            "Bytes the decode-only steps streamed from memory (weights + KV cache) per second, GB/s.", decode_gbs);
