@@ -2,7 +2,8 @@
 # ridge against llama.cpp on the same GGUF files, threads and test sizes: prefill (ppP) and decode
 # (tgN) tokens/s from `ridge bench --json` and `llama-bench -o json`, the two run alternately (the
 # first one swaps each repetition) so that drift of this shared machine hits both alike; one table
-# of medians, spreads and ridge/llama.cpp ratios. --ppl FILE also compares perplexity.
+# of medians, spreads, ridge/llama.cpp ratios and ridge's percent_of_stream (the bound measured
+# with the run, median of the repetitions). --ppl FILE also compares perplexity.
 # llama.cpp comes from tools/build_llamacpp.sh (built once, outside the repository).
 set -euo pipefail
 
@@ -96,11 +97,12 @@ engine, model, path = sys.argv[1:4]
 doc = json.load(open(path))
 if engine == "ridge":
     for t in doc["tests"]:
-        print(f"{model}\t{engine}\t{t['name']}\t{t['tokens_per_second']['median']}")
+        pct = t.get("percent_of_stream")
+        print(f"{model}\t{engine}\t{t['name']}\t{t['tokens_per_second']['median']}\t{'' if pct is None else pct}")
 else:  # llama-bench: a list of tests; a prefill test has n_gen 0, a decode test n_prompt 0
     for t in doc:
         name = f"pp{t['n_prompt']}" if t["n_gen"] == 0 else f"tg{t['n_gen']}"
-        print(f"{model}\t{engine}\t{name}\t{t['avg_ts']}")
+        print(f"{model}\t{engine}\t{name}\t{t['avg_ts']}\t")
 PY
 }
 
@@ -144,21 +146,25 @@ if l:
     fa = {-1: "auto", 0: "off", 1: "on"}.get(t["flash_attn"], t["flash_attn"])
     print(f"llama.cpp settings: KV cache {t['type_k']}/{t['type_v']}, flash_attn {fa}, "
           f"n_batch {t['n_batch']}, n_ubatch {t['n_ubatch']}, repack {t['repack']}")
-runs = {}
+runs, stream = {}, {}
 for line in open(sys.argv[1]):
-    model, engine, test, tps = line.rstrip("\n").split("\t")
+    model, engine, test, tps, pct = line.rstrip("\n").split("\t")
     runs.setdefault((model, test), {}).setdefault(engine, []).append(float(tps))
+    if pct:
+        stream.setdefault((model, test), []).append(float(pct))
 
 def cell(xs):
     if not xs:
         return "-", "-"
     return f"{statistics.median(xs):.2f}", f"{min(xs):.2f}-{max(xs):.2f}"
 
-rows = [("model", "test", "ridge t/s", "spread", "llama.cpp t/s", "spread", "ridge/llama.cpp")]
+rows = [("model", "test", "ridge t/s", "spread", "llama.cpp t/s", "spread", "ridge/llama.cpp",
+         "ridge % of stream")]
 for (model, test), by in runs.items():
     r, l = by.get("ridge", []), by.get("llama.cpp", [])
     ratio = f"{statistics.median(r) / statistics.median(l):.3f}" if r and l else "-"
-    rows.append((model, test, *cell(r), *cell(l), ratio))
+    pct = stream.get((model, test))
+    rows.append((model, test, *cell(r), *cell(l), ratio, f"{statistics.median(pct):.1f}" if pct else "-"))
 widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
 for k, row in enumerate(rows):
     print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))

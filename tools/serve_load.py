@@ -14,7 +14,8 @@ tried) on a free port and prints one line of figures:
               ridge_kv_blocks_used is back to 0 (the bound: 60 s)
   sigterm     32 streaming clients, SIGTERM after 3 s: streams that ended with [DONE] / total, exit code
   load        64 clients for --duration seconds, each asking 16-token completions: answered, errors
-  multiturn   a chat of 8 turns, each the whole conversation so far, streamed: time to first token
+  multiturn   a chat of 8 turns, each the whole conversation so far, streamed (ridge bench-serve
+              --multi-turn): time to first token with the prefix cache and with --no-prefix-cache
 
 Standard library only. Figures depend on the machine and on what else runs on it; say which.
 """
@@ -41,10 +42,10 @@ def free_port():
 
 
 class Server:
-    def __init__(self, args, extra=()):
+    def __init__(self, args, extra=(), ctx=512):
         self.port = free_port()
         cmd = [args.ridge, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", str(self.port),
-               "-c", "512", "--max-batch", "8", *extra]
+               "-c", str(ctx), "--max-batch", "8", *extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -256,31 +257,25 @@ def load(args):
 
 
 def multiturn(args):
-    s = Server(args)
-    messages = [{"role": "system", "content": "You are a helpful assistant."}]
-    ttft = []
-    for turn in range(8):
-        messages.append({"role": "user", "content": f"Tell me one more fact about the number {turn + 2}."})
-        c = s.conn(120)
-        t0 = time.time()
-        c.request("POST", "/v1/chat/completions", body=json.dumps({"messages": messages, "max_tokens": 24,
-                                                                   "temperature": 0, "stream": True}),
-                  headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        first, text = None, ""
-        for line in r:
-            if not line.startswith(b"data: {"):
-                continue
-            delta = json.loads(line[6:])["choices"][0]["delta"].get("content", "")
-            if delta and first is None:
-                first = time.time() - t0
-            text += delta
-        c.close()
-        ttft.append(first if first is not None else float("nan"))
-        messages.append({"role": "assistant", "content": text})
-    s.stop()
-    print("multiturn: 8 turns, time to first token (ms) " + " ".join(f"{t * 1e3:.0f}" for t in ttft) +
-          f"; median {statistics.median(ttft) * 1e3:.0f} ms (no prefix cache)")
+    """`ridge bench-serve --multi-turn 8` against a server with its prefix cache and one without."""
+    question = ("Here is a note from my diary about a walk by the sea, the boats in the harbour and the people "
+                "who fished from the pier all afternoon. What is one thing I might have seen there")
+    medians = {}
+    for label, extra in (("prefix cache", ()), ("no prefix cache", ("--no-prefix-cache",))):
+        s = Server(args, extra, ctx=2048)
+        out = subprocess.run([args.ridge, "bench-serve", "--port", str(s.port), "--multi-turn", "8", "-n", "48",
+                              "-p", question, "--json"], capture_output=True, text=True, timeout=600)
+        s.stop()
+        if out.returncode != 0:
+            sys.exit("serve_load: bench-serve failed: " + out.stderr.strip())
+        doc = json.loads(out.stdout)
+        turns = doc["turns"]
+        medians[label] = doc["ttft_ms_median"]
+        print(f"multiturn ({label}): turn prompt_tokens/reused/ttft_ms " +
+              " ".join(f"{t['turn']}:{t['prompt_tokens']}/{t['reused_tokens']:.0f}/{t['ttft_ms']:.0f}" for t in turns) +
+              f"; median ttft {doc['ttft_ms_median']:.0f} ms")
+    print("multiturn: median time to first token " +
+          ", ".join(f"{k} {v:.0f} ms" for k, v in medians.items()))
 
 
 SCENARIOS = {"slow": slow, "bigbody": bigbody, "disconnect": disconnect, "sigterm": sigterm, "load": load,
