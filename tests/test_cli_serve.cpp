@@ -352,6 +352,38 @@ TEST(CliServe, PrefixCacheServesTheSameAnswersAndCountsItsHits) {
     EXPECT_EQ(plain.stop(), 0) << plain.err();
 }
 
+// `ridge bench-serve --multi-turn`: one chat whose every turn resends the conversation; from the
+// second turn on, the first turn's whole chunk is taken from the prefix cache.
+TEST(CliServe, BenchServeMultiTurnReportsEachTurnAndItsReusedTokens) {
+    REQUIRE_SMOL();
+    Server s({"-m", kSmol, "-c", "2048", "--max-batch", "2"});
+    ASSERT_TRUE(s.up());
+    std::string question = "Please read this list and say which item is a fruit:";
+    for (int i = 0; i < 90; i++) question += " item" + std::to_string(i);
+    const auto r = cli_test::ridge({"bench-serve", "--port", std::to_string(s.port()), "--multi-turn", "3", "-n", "4",
+                                    "-p", question, "--json"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const json doc = json::parse(r.out);
+    ASSERT_EQ(doc["turns"].size(), 3u) << r.out;
+    int previous = 0;
+    for (const json& t : doc["turns"]) {
+        EXPECT_GT(t["prompt_tokens"].get<int>(), previous) << "each turn resends the conversation";
+        previous = t["prompt_tokens"].get<int>();
+        EXPECT_GT(t["ttft_ms"].get<double>(), 0);
+        EXPECT_GE(t["completion_tokens"].get<int>(), 1);
+    }
+    const int first = doc["turns"][0]["prompt_tokens"].get<int>();
+    ASSERT_GE(first, 256) << "the first turn should fill a whole chunk";
+    EXPECT_EQ(doc["turns"][0]["reused_tokens"].get<double>(), 0);
+    EXPECT_EQ(doc["turns"][1]["reused_tokens"].get<double>(), first / 256 * 256);
+    EXPECT_GE(doc["turns"][2]["reused_tokens"].get<double>(), doc["turns"][1]["reused_tokens"].get<double>());
+
+    const auto bad = cli_test::ridge({"bench-serve", "--port", std::to_string(s.port()), "--multi-turn", "-1"});
+    EXPECT_NE(bad.rc, 0);
+    EXPECT_NE(bad.err.find("--multi-turn"), std::string::npos) << bad.err;
+    EXPECT_EQ(s.stop(), 0) << s.err();
+}
+
 TEST(CliServe, CompletionsAndChatStreamedAndNotAgree) {
     REQUIRE_SMOL();
     Server s({"-m", kSmol, "-c", "256", "--max-batch", "4"});

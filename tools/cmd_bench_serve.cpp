@@ -177,7 +177,7 @@ void run_bench_serve(const BenchServeOptions& o) {
         if (c < 1) throw Error("-C/--concurrency " + std::to_string(c) + " must be >= 1");
     if (o.max_tokens < 1) throw Error("-n/--max-tokens " + std::to_string(o.max_tokens) + " must be >= 1");
     if (o.multi_turn < 0 || o.multi_turn > 1000)
-        throw Error("--multi-turn " + std::to_string(o.multi_turn) + " must be 1..1000 turns");
+        throw Error("--multi-turn " + std::to_string(o.multi_turn) + " must be 1 to 1000 turns (0, the default, runs the concurrency levels)");
     if (o.requests < 0) throw Error("-r/--requests " + std::to_string(o.requests) + " must be >= 0");
     {
         httplib::Client cli(o.host, o.port);
