@@ -22,6 +22,7 @@ USAGE
 }
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
+. "$REPO/tools/compare_common.sh"
 RIDGE=$REPO/build/ridge
 THREADS=2 REPS=5 SIZES=1,4,16,64 PROMPT=32 GEN=32
 models=()
@@ -96,13 +97,7 @@ else:
 PY
 }
 
-for model in "${models[@]}"; do
-  for ((rep = 1; rep <= REPS; rep++)); do
-    if (( rep % 2 )); then order=(ridge llama.cpp); else order=(llama.cpp ridge); fi
-    echo "  $(basename "$model"): repetition $rep/$REPS (${order[0]} first)" >&2
-    for engine in "${order[@]}"; do run_engine "$engine" "$model"; done
-  done
-done
+alternate_engines "$REPS" "${models[@]}"
 
 echo
 echo "threads $THREADS, prompt $PROMPT, $GEN decode steps, $REPS repetitions; decode t/s of all B sequences:"

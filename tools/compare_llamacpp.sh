@@ -23,6 +23,7 @@ EOF
 }
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
+. "$REPO/tools/compare_common.sh"
 RIDGE=$REPO/build/ridge
 THREADS=2 REPS=5 PROMPT=512 GEN=128 PPL_FILE="" CTX=512
 models=()
@@ -121,13 +122,7 @@ run_engine() {
 }
 
 if [ "$PROMPT" -gt 0 ] || [ "$GEN" -gt 0 ]; then
-  for model in "${present[@]}"; do
-    for ((rep = 1; rep <= REPS; rep++)); do
-      if (( rep % 2 )); then order=(ridge llama.cpp); else order=(llama.cpp ridge); fi
-      echo "  $(basename "$model"): repetition $rep/$REPS (${order[0]} first)" >&2
-      for engine in "${order[@]}"; do run_engine "$engine" "$model"; done
-    done
-  done
+  alternate_engines "$REPS" "${present[@]}"
 
   echo
   echo "threads $THREADS, $REPS repetitions; t/s: median [min-max]; ratio = ridge median / llama.cpp median"
