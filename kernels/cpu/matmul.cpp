@@ -678,6 +678,134 @@ inline void dot8(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, i
     }
 }
 
+// ---- many rows of X: 16 of them in the lanes -----------------------------------------------------
+// From 16 rows of X on (batched decode, short prompts), dot8 spends most of its instructions on
+// decoding and folding: 8 madds per block and row of X need 18 shuffles and adds to fold. With the
+// rows of X in the lanes instead, a weight block is decoded once into 32 int16 codes in L1, and each
+// pair of codes is broadcast (as part of the multiply-add's own load) against one vector that holds
+// the same pair of codes of 16 rows of X: 16 pairs per block, no fold, 4 weight rows per pass
+// sharing every vector of X. It is dot8's arithmetic for each (weight row, X row): the int32 sum of
+// each quarter of the block (codes 8Q .. 8Q + 7) is exact whatever order forms it, converted and
+// multiplied by the same d_w * d_x into the same 4 accumulators; and a row's result is
+// (acc0 + acc2) + (acc1 + acc3) + macc, as rows4 adds them. So a row's output is bit for bit what
+// dot8 gives it alone, which the tests check.
+constexpr int64_t kLaneRows = 16;  // rows of X in a vector's lanes
+constexpr int kLaneWRows = 4;      // weight rows per pass
+
+// 16 rows of X repacked: pairs[(b * 16 + p) * 16 + i] holds codes 2p and 2p + 1 of block b of row i;
+// d and sum are the blocks' scales and sums in the same order ((b * 16 + i)).
+struct LaneRows {
+    const int32_t* pairs;
+    const float* d;
+    const float* sum;
+};
+
+// acc + the two products of x's and w's 16-bit pairs, lane by lane (w2: one pair, to every lane).
+inline __m512i dot_add_pairs(__m512i acc, __m512i x, const int16_t* w2) {
+    int32_t pair;
+    std::memcpy(&pair, w2, sizeof pair);
+#if defined(__AVX512VNNI__)
+    return _mm512_dpwssd_epi32(acc, x, _mm512_set1_epi32(pair));
+#else
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(x, _mm512_set1_epi32(pair)));
+#endif
+}
+
+// Weight rows w[0..kLaneWRows) times the 16 rows of X in x: row r's output for X row i goes to
+// y[i * y_stride + r], for r < rows (the others repeat a row, to keep the pass whole).
+template <class Dec>
+inline void dot_lanes(const uint8_t* const* w, const LaneRows& x, int64_t nb, float* y, int64_t y_stride, int rows) {
+    constexpr int R = kLaneWRows;
+    __m512 acc[R][4], macc[R];
+    for (int r = 0; r < R; r++) {
+        macc[r] = _mm512_setzero_ps();
+        for (int h = 0; h < 4; h++) acc[r][h] = _mm512_setzero_ps();
+    }
+    alignas(64) int16_t codes[R][32];
+    for (int64_t b = 0; b < nb; b++) {
+        __m512 scale[R];
+        const __m512 dx = _mm512_load_ps(x.d + b * kLaneRows);
+        for (int r = 0; r < R; r++) {
+            _mm512_store_si512(codes[r], Dec::decode_zmm(w[r], b));
+            uint16_t h[2];
+            std::memcpy(h, w[r] + size_t(b) * Dec::kBlockBytes + Dec::kScaleOffset, sizeof h);
+            scale[r] = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(h[0])), dx);
+            if constexpr (Dec::kUsesSum)
+                macc[r] = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(h[1])), _mm512_load_ps(x.sum + b * kLaneRows), macc[r]);
+        }
+        const int32_t* xb = x.pairs + b * 16 * kLaneRows;
+        for (int h = 0; h < 4; h++) {  // codes 8h .. 8h + 7: pairs 4h .. 4h + 3
+            __m512i sum[R];
+            for (int r = 0; r < R; r++) sum[r] = _mm512_setzero_si512();
+            for (int p = 4 * h; p < 4 * h + 4; p++) {
+                const __m512i xv = _mm512_load_si512(xb + p * kLaneRows);
+                for (int r = 0; r < R; r++) sum[r] = dot_add_pairs(sum[r], xv, codes[r] + 2 * p);
+            }
+            for (int r = 0; r < R; r++) acc[r][h] = _mm512_fmadd_ps(scale[r], _mm512_cvtepi32_ps(sum[r]), acc[r][h]);
+        }
+    }
+    alignas(64) float out[R][kLaneRows];
+    for (int r = 0; r < R; r++) {
+        const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][2]), _mm512_add_ps(acc[r][1], acc[r][3]));
+        _mm512_store_ps(out[r], _mm512_add_ps(s, macc[r]));
+    }
+    for (int64_t i = 0; i < kLaneRows; i++)
+        for (int r = 0; r < rows; r++) y[i * y_stride + r] = out[r][i];
+}
+
+// The first 16 * floor(m / 16) rows of X, repacked as LaneRows 16 rows at a time, in a buffer of
+// the calling thread's that the next call overwrites (each thread of a matmul packs its own: m * k
+// copies against the matmul's n * m * k multiply-adds).
+struct LanePack {
+    std::vector<int32_t, CacheLineAllocator<int32_t>> pairs;
+    std::vector<float, CacheLineAllocator<float>> d, sum;
+    LaneRows group(int64_t g, int64_t nb) const {
+        return {pairs.data() + g * nb * 16 * kLaneRows, d.data() + g * nb * kLaneRows, sum.data() + g * nb * kLaneRows};
+    }
+};
+const LanePack& lane_pack(const QuantizedRows& X) {
+    static thread_local LanePack pack;
+    const int64_t groups = X.m / kLaneRows, nb = X.k / 32;
+    const size_t blocks = size_t(groups * nb * kLaneRows);
+    if (pack.d.size() < blocks) pack.pairs.resize(blocks * 16), pack.d.resize(blocks), pack.sum.resize(blocks);
+    for (int64_t g = 0; g < groups; g++)
+        for (int64_t i = 0; i < kLaneRows; i++) {
+            const int64_t row = g * kLaneRows + i;
+            const int16_t* q = X.codes(row);
+            for (int64_t b = 0; b < nb; b++) {
+                const size_t at = size_t((g * nb + b) * kLaneRows + i);
+                pack.d[at] = X.scales(row)[b];
+                pack.sum[at] = X.sums(row)[b];
+                for (int p = 0; p < 16; p++) {
+                    int32_t pair;
+                    std::memcpy(&pair, q + b * 32 + 2 * p, sizeof pair);
+                    pack.pairs[size_t(((g * nb + b) * 16 + p) * kLaneRows + i)] = pair;
+                }
+            }
+        }
+    return pack;
+}
+
+// Output rows [j0, j1) for the first 16 * floor(m / 16) rows of X, kLaneWRows weight rows a pass (a
+// short last pass repeats its last row) against each group of 16 rows of X in turn, so the pass's
+// weight rows are read from memory once and stay in L1. Returns the rows of X it computed.
+template <class Dec>
+int64_t v4_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
+    const int64_t groups = X.m / kLaneRows;
+    if (groups == 0) return 0;
+    const int64_t n = W.ne(1), nb = X.k / 32;
+    const size_t rb = row_bytes(W.type, X.k);
+    const LanePack& pack = lane_pack(X);
+    for (int64_t j = j0; j < j1; j += kLaneWRows) {
+        const int rows = int(std::min<int64_t>(kLaneWRows, j1 - j));
+        const uint8_t* w[kLaneWRows];
+        for (int r = 0; r < kLaneWRows; r++) w[r] = W.data + size_t(j + std::min(r, rows - 1)) * rb;
+        for (int64_t g = 0; g < groups; g++)
+            dot_lanes<Dec>(w, pack.group(g, nb), nb, Y + g * kLaneRows * n + j, n, rows);
+    }
+    return groups * kLaneRows;
+}
+
 #endif  // RIDGE_MATMUL_V4_ZMM
 
 // Weight rows w[0..kRows) times the M rows of X at x, row r's output at y[i * y_stride + r * y_lane]:
@@ -710,7 +838,8 @@ const int32_t* code_sums(const QuantizedRows& X) {
 }
 
 // Output rows [j0, j1) (j0 a multiple of kRows), kRows = 4 (dot4) or 8 (dot8) weight rows per
-// pass (a short last group padded), the rows of X 2 at a time.
+// pass (a short last group padded), the rows of X 2 at a time; on zmm, the rows of X 16 at a time
+// in lanes first (v4_lane_rows), this loop taking only the m % 16 left.
 //
 // The share is read as kRows runs of whole rows, one per lane: with g = (j1 - j0) / kRows, lane r
 // takes rows j0 + r g, j0 + r g + 1, ... one after another, so each lane streams one long run of
@@ -733,6 +862,11 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
     const size_t rb = row_bytes(W.type, k);
     const uint8_t* const data = W.data;
     const bool offset = Dec::kOffsetByCodeSum && kRows == 4;  // dot8's decoders take the offset off themselves
+    int64_t t0 = 0;  // the rows of X before t0 are done
+#if RIDGE_MATMUL_V4_ZMM
+    if constexpr (F != IntForm::ymm) t0 = v4_lane_rows<Dec>(W, X, Y, j0, j1);
+#endif
+    if (t0 == X.m) return;
     const XRow x0{X.codes(0), X.scales(0), X.sums(0), offset ? code_sums(X) : nullptr};
     auto x_row = [x0, k, nb](int64_t i) {  // row i of X
         const int64_t at = i * nb;
@@ -743,7 +877,7 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
         for (int64_t i = 0; i < g; i++) {
             const uint8_t* w[kRows];
             for (int r = 0; r < kRows; r++) w[r] = data + size_t(j0 + r * g + i) * rb;
-            int64_t t = 0;
+            int64_t t = t0;
             for (; t + 2 <= m; t += 2) {
                 const XRow x[2] = {x_row(t), x_row(t + 1)};
                 dot_rows_int<Dec, F, 2>(w, x, nb, Y + t * n + j0 + i, n, g);
@@ -757,11 +891,11 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
     }
     // What is left: the last j1 - j0 < kRows rows, as one padded group.
     for_row_groups<kRows, 2, true>(
-        j0, j1, X.m, n, Y, [data, rb](int64_t j) { return data + size_t(j) * rb; },
-        [x_row, nb]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
+        j0, j1, X.m - t0, n, Y + t0 * n, [data, rb](int64_t j) { return data + size_t(j) * rb; },
+        [x_row, nb, t0]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
             static_assert(R == kRows);
             XRow x[M];
-            for (int t = 0; t < M; t++) x[t] = x_row(i + t);
+            for (int t = 0; t < M; t++) x[t] = x_row(t0 + i + t);
             dot_rows_int<Dec, F, M>(w, x, nb, y, ys, 1);
         });
 }
