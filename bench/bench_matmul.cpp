@@ -108,11 +108,18 @@ void int_decode_args(benchmark::internal::Benchmark* b) {
     for (int t : {0, 1, 3, 4, 5}) b->Args({t, 1536, 576, 1})->Args({t, 576, 1536, 1});
     b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
+// Batched decode: 16 and 64 rows of X (the zmm forms take them 16 at a time in lanes).
+void int_batch_args(benchmark::internal::Benchmark* b) {
+    for (int t : {0, 1, 5})
+        for (int m : {16, 64}) b->Args({t, 1536, 576, m})->Args({t, 576, 1536, m});
+    b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
 
 BENCHMARK(BM_v5_tiled)->Apply(prefill_args);
 BENCHMARK(BM_v6_packed)->Apply(prefill_args);
 BENCHMARK(BM_v3_simd)->Apply(decode_args);
 BENCHMARK(BM_v4_int)->Apply(int_decode_args);
+BENCHMARK(BM_v4_int)->Apply(int_batch_args)->Name("BM_v4_int_batch");
 BENCHMARK(BM_v4_int_zmm_loads)->Apply(int_decode_args);
 BENCHMARK(BM_v4_int_ymm)->Apply(int_decode_args);
 
