@@ -121,6 +121,12 @@ BatchPoint run_point(const Engine& engine, int B, const BatchBenchOptions& opt, 
     pt.per_step.scale(1.0 / double(pt.counted_steps));
     pt.report = phase_report(pt.counters.total().cost, pt.counted_tokens, pt.tokens_per_second, ceilings);
     if (ceilings && pt.report.has_bound) pt.bound_gflops = ceilings->attainable_gflops(pt.report.intensity);
+    if (ceilings && pt.report.has_bound && ceilings->int_dot_gflops > 0 && pt.report.flops_per_token > 0) {
+        pt.int_bound_gflops = ceilings->int_attainable_gflops(pt.report.intensity);
+        pt.int_bound_compute = pt.int_bound_gflops >= ceilings->int_dot_gflops;
+        pt.int_bound_tokens_per_second = pt.int_bound_gflops * 1e9 / pt.report.flops_per_token;
+        pt.percent_of_int_bound = 100.0 * pt.tokens_per_second / pt.int_bound_tokens_per_second;
+    }
     if (!pt.stream_samples.empty()) {
         pt.stream_gbs = spread_of(pt.stream_samples).median;
         if (pt.stream_gbs > 0 && pt.step.median > 0)

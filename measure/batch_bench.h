@@ -42,6 +42,12 @@ struct BatchPoint {
     Cost per_step;                // counters' total / counted_steps
     PhaseReport report;                // per token, at tokens_per_second (bound: min(peak, I * bw))
     double bound_gflops = 0;           // min(peak, I * bandwidth) (0 without ceilings)
+    // The integer roof, beside it (0 without an integer peak in the ceilings): min(int dot peak,
+    // I * bandwidth), the t/s it allows, and which of the two holds a step under it.
+    double int_bound_gflops = 0;
+    double int_bound_tokens_per_second = 0;
+    double percent_of_int_bound = 0;
+    bool int_bound_compute = false;    // under the integer peak (else under the bandwidth)
     // The bound measured with the run (CPU only; empty on a GPU), as bench.h's: after every timed
     // repetition, one plain read of the bytes a decode step reads (weights, and the KV slots the
     // counters count per step), with the same threads.

@@ -73,10 +73,11 @@ double median_value(const std::vector<ProbeSample>& s) {
 
 // FMA rounds per thread so that one repetition lasts about `target` seconds on this machine
 // (calibrated on a short run; the loop's speed does not depend on the data).
-long fma_iters_for(double target_s, int threads) {
+long fma_iters_for(double target_s, int threads,
+                   std::vector<ProbeSample> (*probe)(long, int, int) = probe_fma_peak) {
     long iters = 1 << 20;
     for (int round = 0; round < 4; round++) {
-        const std::vector<ProbeSample> s = probe_fma_peak(iters, 1, threads);
+        const std::vector<ProbeSample> s = probe(iters, 1, threads);
         if (s.empty() || s[0].seconds <= 0) break;
         if (s[0].seconds >= target_s / 4) return std::max(1L, long(double(iters) * target_s / s[0].seconds));
         iters *= 8;
@@ -130,6 +131,10 @@ double Ceilings::attainable_gflops(double intensity) const {
     return std::min(peak_gflops(), intensity * bandwidth_gbs);
 }
 
+double Ceilings::int_attainable_gflops(double intensity) const {
+    return int_dot_gflops > 0 ? std::min(int_dot_gflops, intensity * bandwidth_gbs) : 0.0;
+}
+
 std::string default_ceilings_path(int threads) {
     if (const char* p = std::getenv("RIDGE_PROBE_FILE"); p && *p) return p;
     const std::string file = "ridge/probe-t" + std::to_string(threads) + ".json";
@@ -154,6 +159,10 @@ std::string ceilings_to_json(const Ceilings& c) {
     j["bandwidth_gbs"] = c.bandwidth_gbs;
     j["bandwidth_spread"] = c.bandwidth_spread;
     j["fma_gflops"] = c.fma_gflops;
+    if (c.device == "cpu" && c.int_dot_gflops > 0) {
+        j["int_dot_gflops"] = c.int_dot_gflops;
+        j["int_dot_name"] = c.int_dot_name;
+    }
     j["matmul_gflops"] = c.matmul_gflops;
     j["matmul_name"] = c.matmul_name;
     if (c.device == "cuda") {
@@ -190,6 +199,8 @@ std::optional<Ceilings> load_ceilings(const std::string& path) {
         c.bandwidth_gbs = j.at("bandwidth_gbs").get<double>();
         c.bandwidth_spread = j.value("bandwidth_spread", 0.0);
         c.fma_gflops = j.at("fma_gflops").get<double>();
+        c.int_dot_gflops = j.value("int_dot_gflops", 0.0);
+        c.int_dot_name = j.value("int_dot_name", std::string());
         c.matmul_gflops = j.value("matmul_gflops", 0.0);
         c.matmul_name = j.value("matmul_name", std::string());
         c.reference_gflops = j.value("reference_gflops", 0.0);
@@ -283,6 +294,11 @@ Ceilings measure_ceilings(const ProbeOptions& opt) {
     c.bandwidth_spread = spread(bw, c.bandwidth_gbs);
 
     c.fma_gflops = median_value(probe_fma_peak(fma_iters_for(fma_target_s, opt.threads), reps, opt.threads));
+    if (kProbeIntMacs > 0) {
+        const long iters = fma_iters_for(fma_target_s, opt.threads, probe_int_dot_peak);
+        c.int_dot_gflops = median_value(probe_int_dot_peak(iters, reps, opt.threads));
+        c.int_dot_name = probe_int_dot_name();
+    }
 
     c.matmul_gflops = median(probe_matmul_f32(mm_n, mm_reps));
     const std::string n = std::to_string(mm_n);

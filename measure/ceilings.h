@@ -1,5 +1,5 @@
 // Ceilings: this machine's measured roofline (memory read bandwidth and peak FLOP/s, for a given
-// thread count), as measured by `ridge probe` and saved as a small JSON file that the other
+// thread count; on a CPU also the integer kernels' peak, a second compute roof), as measured by `ridge probe` and saved as a small JSON file that the other
 // commands (bench, generate, explain, roofline) reuse. Attainable = min(peak, I * bandwidth).
 #pragma once
 #include <optional>
@@ -9,9 +9,10 @@
 
 namespace ridge {
 
-// How the CPU probe measures, for telling saved files of an older way: 2 since its bandwidth buffer
-// asks for 2 MiB pages (1: 4 KiB pages, which read slower than the weights' mapping).
-inline constexpr int kProbeVersion = 2;
+// How the CPU probe measures, for telling saved files of an older way: 3 since it also measures the
+// integer kernels' ceiling; 2 since its bandwidth buffer asks for 2 MiB pages (1: 4 KiB pages, which
+// read slower than the weights' mapping).
+inline constexpr int kProbeVersion = 3;
 
 struct Ceilings {
     int version = kProbeVersion;   // the probe that measured them (files without one: 1)
@@ -20,6 +21,11 @@ struct Ceilings {
     double bandwidth_gbs = 0;      // sustained read bandwidth, GB/s (median of repetitions)
     double bandwidth_spread = 0;   // (max - min) / median of the bandwidth samples
     double fma_gflops = 0;         // FMA-bound loop, GFLOP/s (median)
+    // CPU: the integer kernels' ceiling, their 16-bit multiply-add instruction's rate, GFLOP/s at 2 per
+    // multiply-add (median; 0 where the build has no integer kernel or the file predates it), and
+    // the instruction ("vpdpwssd zmm"). A second compute roof, beside the FMA peak.
+    double int_dot_gflops = 0;
+    std::string int_dot_name;
     double matmul_gflops = 0;      // the engine's best f32 matmul on a large problem, GFLOP/s (median)
     std::string matmul_name;       // which kernel and problem size
     double reference_gflops = 0;   // GPU: cuBLAS on the same problem (0 when it could not be run)
@@ -39,6 +45,7 @@ struct Ceilings {
     double peak_gflops() const;
     double ridge_point() const { return peak_gflops() / bandwidth_gbs; }     // I* in FLOP/byte
     double attainable_gflops(double intensity) const;                         // min(peak, I * bw)
+    double int_attainable_gflops(double intensity) const;  // min(int dot peak, I * bw); 0 without one
 };
 
 // Default file: $RIDGE_PROBE_FILE, else $XDG_CACHE_HOME/ridge/probe-t<threads>.json, else

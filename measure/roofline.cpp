@@ -61,6 +61,7 @@ LogLogAxes fit_axes(const RooflinePlot& plot) {
         if (!r.drawable()) continue;
         take(r.ridge_point(), r.peak_gflops);
         if (positive_finite(r.kernel_gflops)) take(r.kernel_gflops / r.bandwidth_gbs, r.kernel_gflops);
+        if (positive_finite(r.int_gflops)) take(r.int_gflops / r.bandwidth_gbs, r.int_gflops);
     }
     for (const RooflineSeries& s : plot.series)
         for (const RooflinePoint& p : s.points)
@@ -283,6 +284,15 @@ std::string roofline_svg(const RooflinePlot& plot) {
                       "text-anchor=\"end\" fill=\"" + esc(r.color) + "\"");
             taken.push_back(label_box(right - 4 - kCharWidth * double(lab.size()), a.y(r.kernel_gflops) + 13, lab));
         }
+        if (positive_finite(r.int_gflops) && r.int_gflops <= a.g_max) {  // the quantized matmuls' own roof
+            const double ii = std::max(r.int_gflops / r.bandwidth_gbs, a.i_min);
+            s += line(a.x(ii), a.y(r.int_gflops), right, a.y(r.int_gflops), "int-ceiling",
+                      "stroke=\"" + esc(r.color) + "\" stroke-width=\"1.2\" stroke-dasharray=\"1 3\"");
+            const std::string lab = fmt("%.1f", r.int_gflops) + " GFLOP/s int dot peak (" + r.int_label + ")";
+            s += text(right - 4, a.y(r.int_gflops) - 5, lab, "int-ceiling-label",
+                      "text-anchor=\"end\" fill=\"" + esc(r.color) + "\"");
+            taken.push_back(label_box(right - 4 - kCharWidth * double(lab.size()), a.y(r.int_gflops) - 5, lab));
+        }
         if (ridge >= a.i_min && ridge <= a.i_max) {
             const double rx = a.x(ridge), ry = a.y(r.peak_gflops);
             s += "<rect class=\"ridge-point\" x=\"" + px(rx - 4) + "\" y=\"" + px(ry - 4) +
@@ -391,6 +401,8 @@ RooflineRoof roofline_roof(const Ceilings& c, const std::string& color) {
     roof.peak_gflops = c.peak_gflops();
     roof.kernel_gflops = c.matmul_gflops;
     roof.kernel_label = c.matmul_name.empty() ? "f32 matmul" : "matmul (" + c.matmul_name + ")";
+    roof.int_gflops = c.int_dot_gflops;
+    roof.int_label = c.int_dot_name;
     roof.color = color;
     return roof;
 }

@@ -20,6 +20,8 @@ struct RooflineRoof {
     double peak_gflops = 0;      // the flat ceiling (the FMA peak)
     double kernel_gflops = 0;    // optional dashed ceiling (the engine's best matmul); 0: none
     std::string kernel_label;    // what kernel_gflops is
+    double int_gflops = 0;       // optional dotted ceiling: the integer kernels' peak (probe); 0: none
+    std::string int_label;       // its instruction ("vpdpwssd zmm")
     std::string color = "#222222";
     double ridge_point() const { return peak_gflops / bandwidth_gbs; }  // I* in FLOP/byte
     bool drawable() const;  // bandwidth and peak positive and finite

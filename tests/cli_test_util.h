@@ -83,17 +83,19 @@ inline RunResult ridge(const std::vector<std::string>& args, const Env& env = {}
 
 // The probe_version `ridge probe` writes now (ridge::kProbeVersion; test_cli_probe.cpp checks that
 // they agree): saved files of older versions are measured again.
-inline constexpr int kProbeFileVersion = 2;
+inline constexpr int kProbeFileVersion = 3;
 
 // A probe file as `ridge probe` saves it, with the given ceilings (the matmul kernel's at half the
 // FMA peak unless given); returns its path.
-inline std::string write_probe(double bandwidth_gbs, double fma_gflops, int threads = 2, double matmul_gflops = 0) {
+inline std::string write_probe(double bandwidth_gbs, double fma_gflops, int threads = 2, double matmul_gflops = 0,
+                               double int_dot_gflops = 0) {
     nlohmann::ordered_json j;
     j["probe_version"] = kProbeFileVersion;
     j["threads"] = threads;
     j["bandwidth_gbs"] = bandwidth_gbs;
     j["bandwidth_spread"] = 0.05;
     j["fma_gflops"] = fma_gflops;
+    if (int_dot_gflops > 0) j["int_dot_gflops"] = int_dot_gflops, j["int_dot_name"] = "vpdpwssd zmm";
     j["matmul_gflops"] = matmul_gflops > 0 ? matmul_gflops : 0.5 * fma_gflops;
     j["matmul_name"] = "written by a test";
     j["ridge_point"] = fma_gflops / bandwidth_gbs;

@@ -126,15 +126,15 @@ TEST(CliBatchBench, TableHasOneRowPerBatchSize) {
     const RunResult r = ridge({"batch-bench", "-m", kGguf, "-B", "1,3,8", "-p", "2", "-n", "2", "-r", "1", "-t", "2"});
     ASSERT_EQ(r.rc, 0) << r.err;
     for (const char* row : {"\n| 1 | ", "\n| 3 | ", "\n| 8 | "}) EXPECT_NE(r.out.find(row), std::string::npos) << row;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '|'), 15 * (2 + 3)) << r.out;  // header, rule, 3 rows
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '|'), 17 * (2 + 3)) << r.out;  // header, rule, 3 rows
     EXPECT_NE(r.out.find("ridge point I* = 16.00 FLOP/byte"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("memory-bound at every B measured"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("reaches I* at B = "), std::string::npos) << r.out;
 }
 
 TEST(CliBatchBench, ALowRidgePointMakesEveryBatchComputeBound) {
-    // 100 GB/s and 1 GFLOP/s: I* = 0.01 FLOP/byte, below even B = 1.
-    const std::string low = cli_test::write_probe(100, 1);
+    // 100 GB/s and 1 GFLOP/s: I* = 0.01 FLOP/byte, below even B = 1; the integer peak, 4 GFLOP/s, too.
+    const std::string low = cli_test::write_probe(100, 1, 2, 0, 4);
     const RunResult r =
         ridge({"batch-bench", "-m", kGguf, "-B", "2,1", "-p", "1", "-n", "1", "-r", "1", "-t", "2", "--json"}, low);
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -143,9 +143,18 @@ TEST(CliBatchBench, ALowRidgePointMakesEveryBatchComputeBound) {
     for (const nlohmann::json& pt : j["points"]) {
         EXPECT_EQ(pt["bound"], "compute");
         EXPECT_DOUBLE_EQ(pt["bound_gflops"].get<double>(), 1.0);
+        EXPECT_EQ(pt["int_bound"], "int");
+        EXPECT_DOUBLE_EQ(pt["int_bound_gflops"].get<double>(), 4.0);
+        EXPECT_NEAR(pt["int_bound_tokens_per_second"].get<double>(), 4.0 * pt["bound_tokens_per_second"].get<double>(),
+                    1e-9 * pt["int_bound_tokens_per_second"].get<double>());
     }
+    EXPECT_DOUBLE_EQ(j["ceilings"]["int_dot_gflops"].get<double>(), 4.0);
     const RunResult t = ridge({"batch-bench", "-m", kGguf, "-B", "2,1", "-p", "1", "-n", "1", "-r", "1"}, low);
     EXPECT_NE(t.out.find("compute-bound (I >= I*) from B = 1 on"), std::string::npos) << t.out;
+    EXPECT_NE(t.out.find(" (int) | "), std::string::npos) << t.out;
+    EXPECT_NE(t.out.find("int bound: the same with the integer kernels' peak, 4.0 GFLOP/s (vpdpwssd zmm)"),
+              std::string::npos)
+        << t.out;
 }
 
 TEST(CliBatchBench, BadInputIsOneLine) {

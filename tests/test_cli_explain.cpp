@@ -103,11 +103,16 @@ TEST(CliExplain, SmolLM2DecodeStepShapesAndVerdicts) {
 
 // The same file with I* = 2.5: the decode matvecs (3.2 FLOP/byte) are compute-bound there.
 TEST(CliExplain, VerdictsMoveWithTheRidgePoint) {
-    const std::string probe = cli_test::write_probe(40.0, 100.0);
+    const std::string probe = cli_test::write_probe(40.0, 100.0, 2, 0, 400.0);
     const RunResult r = explain({}, probe);
     ASSERT_EQ(r.rc, 0) << r.err;
     const std::vector<Row> rs = rows(r.out);
     expect_verdicts_follow(rs, 2.5);
+    // The integer kernels' peak is stated beside the FMA one, with its own ridge point (400 / 40).
+    EXPECT_NE(r.out.find("integer roof: 400.0 GFLOP/s (vpdpwssd zmm), the quantized matmuls' own compute ceiling -> "
+                         "I* = 10.00 FLOP/byte"),
+              std::string::npos)
+        << r.out;
     ASSERT_NE(find_row(rs, "q"), nullptr);
     EXPECT_EQ(find_row(rs, "q")->bound, "compute");
     EXPECT_EQ(find_row(rs, "attn_scores")->bound, "memory");  // f32 keys: about 1.5 FLOP/byte

@@ -39,6 +39,8 @@ Ceilings hand_ceilings() {
     c.threads = 2;
     c.bandwidth_gbs = 20.0;
     c.fma_gflops = 100.0;
+    c.int_dot_gflops = 160.0;
+    c.int_dot_name = "vpdpwssd zmm";
     return c;
 }
 
@@ -142,6 +144,12 @@ TEST(BatchBench, StepCostsFollowTheShapesAndIntensityRisesWithB) {
                     1e-9 * r.bound_tokens_per_second);
         EXPECT_NEAR(r.percent_of_bound, 100 * pt.tokens_per_second / r.bound_tokens_per_second, 1e-9);
         EXPECT_EQ(r.compute_bound, r.intensity >= 5.0);
+        // The integer roof beside it: min(int dot peak, I * bandwidth), I* = 160 / 20 = 8 FLOP/byte.
+        EXPECT_DOUBLE_EQ(pt.int_bound_gflops, std::min(160.0, r.intensity * 20.0));
+        EXPECT_EQ(pt.int_bound_compute, r.intensity >= 8.0);
+        EXPECT_NEAR(pt.int_bound_tokens_per_second, pt.int_bound_gflops * 1e9 / r.flops_per_token,
+                    1e-9 * pt.int_bound_tokens_per_second);
+        EXPECT_NEAR(pt.percent_of_int_bound, 100 * pt.tokens_per_second / pt.int_bound_tokens_per_second, 1e-9);
     }
 
     // The crossing's fit recovers the weights read per step and one row's FLOPs and bytes.

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/probe.h"
 #include "measure/ceilings.h"
 #include "engine_test_util.h"
 #include "weights/error.h"
@@ -45,6 +46,8 @@ Ceilings sample() {
     c.bandwidth_gbs = 30.0;
     c.bandwidth_spread = 0.125;
     c.fma_gflops = 150.0;
+    c.int_dot_gflops = 280.0;
+    c.int_dot_name = "vpdpwssd zmm";
     c.matmul_gflops = 97.5;
     c.matmul_name = "v2_eigen f32 2048x2048x2048";
     c.cpu = "Test CPU \"quoted\"";
@@ -68,6 +71,13 @@ TEST(Ceilings, RidgePointAndAttainableByHand) {
     // At and above I*: the compute ceiling.
     EXPECT_DOUBLE_EQ(c.attainable_gflops(5.0), 150.0);
     EXPECT_DOUBLE_EQ(c.attainable_gflops(100.0), 150.0);
+    // The integer roof: its own peak, the same bandwidth (its ridge point 280 / 30).
+    EXPECT_DOUBLE_EQ(c.int_attainable_gflops(2.0), 60.0);
+    EXPECT_DOUBLE_EQ(c.int_attainable_gflops(5.0), 150.0);
+    EXPECT_DOUBLE_EQ(c.int_attainable_gflops(100.0), 280.0);
+    Ceilings none = c;  // a file without the integer probe: no integer roof
+    none.int_dot_gflops = 0;
+    EXPECT_DOUBLE_EQ(none.int_attainable_gflops(100.0), 0.0);
 }
 
 TEST(Ceilings, JsonRoundTrip) {
@@ -81,6 +91,8 @@ TEST(Ceilings, JsonRoundTrip) {
     EXPECT_DOUBLE_EQ(back->bandwidth_spread, c.bandwidth_spread);
     EXPECT_DOUBLE_EQ(back->fma_gflops, c.fma_gflops);
     EXPECT_DOUBLE_EQ(back->matmul_gflops, c.matmul_gflops);
+    EXPECT_DOUBLE_EQ(back->int_dot_gflops, c.int_dot_gflops);
+    EXPECT_EQ(back->int_dot_name, c.int_dot_name);
     EXPECT_EQ(back->matmul_name, c.matmul_name);
     EXPECT_EQ(back->cpu, c.cpu);
     EXPECT_EQ(back->measured_at, c.measured_at);
@@ -163,6 +175,13 @@ TEST(Ceilings, QuickProbeGivesPositiveFiniteNumbers) {
     EXPECT_FALSE(c.cpu.empty());
     EXPECT_FALSE(c.measured_at.empty());
     EXPECT_NE(c.matmul_name.find("v2_eigen"), std::string::npos);
+    // The integer kernels' ceiling, where the build has them (AVX2 or more).
+    if (kProbeIntMacs > 0) {
+        EXPECT_TRUE(std::isfinite(c.int_dot_gflops));
+        EXPECT_GT(c.int_dot_gflops, 0.0);
+        EXPECT_EQ(c.int_dot_name, probe_int_dot_name());
+        EXPECT_EQ(c.int_dot_name.rfind("vp", 0), 0u) << c.int_dot_name;  // an instruction, named
+    }
 }
 
 TEST(Ceilings, BadProbeOptionsAreErrors) {

@@ -242,6 +242,30 @@ TEST(RooflineSvg, TicksSitOnTheirDecades) {
     for (const XmlElement* t : wl) EXPECT_TRUE(whole_decade(std::stod(t->text))) << t->text;
 }
 
+// The integer kernels' peak (probe) is a second, dotted ceiling, from where the slope reaches it to
+// the right edge, with its instruction in the label; the axes take it in.
+TEST(RooflineSvg, IntegerCeilingIsDottedAtItsPeak) {
+    RooflinePlot plot = sample_plot();
+    plot.roofs[0].int_gflops = 400;  // 20 GB/s reaches it at 20 FLOP/byte
+    plot.roofs[0].int_label = "vpdpwssd zmm";
+    const LogLogAxes a = fit_axes(plot);
+    EXPECT_GE(a.g_max, 400);
+    const XmlDoc doc = parse_xml(roofline_svg(plot));
+    ASSERT_TRUE(doc.ok) << doc.error;
+    const auto line = doc.find("line", "int-ceiling");
+    ASSERT_EQ(line.size(), 1u);
+    EXPECT_NEAR(line[0]->num("x1"), a.x(20), kPx);
+    EXPECT_NEAR(line[0]->num("x2"), a.left + a.width, kPx);
+    EXPECT_NEAR(line[0]->num("y1"), a.y(400), kPx);
+    EXPECT_NEAR(line[0]->num("y2"), a.y(400), kPx);
+    EXPECT_TRUE(line[0]->has("stroke-dasharray"));
+    ASSERT_EQ(doc.find("text", "int-ceiling-label").size(), 1u);
+    EXPECT_NE(doc.find("text", "int-ceiling-label")[0]->text.find("400.0 GFLOP/s int dot peak (vpdpwssd zmm)"),
+              std::string::npos);
+    // Without one, no such line.
+    EXPECT_TRUE(parse_xml(roofline_svg(sample_plot())).find("line", "int-ceiling").empty());
+}
+
 TEST(RooflineSvg, RoofSlopeCeilingAndRidgePointWhereTheNumbersSay) {
     const RooflinePlot plot = sample_plot();
     const LogLogAxes a = fit_axes(plot);
@@ -460,6 +484,8 @@ TEST(RooflineFromBench, PhasesAndMergedOpKindsByHand) {
     ceil.fma_gflops = 300;
     ceil.matmul_gflops = 190;
     ceil.matmul_name = "v2_eigen f32 2048x2048x2048";
+    ceil.int_dot_gflops = 520;
+    ceil.int_dot_name = "vpdpwssd zmm";
     ceil.cpu = "Test CPU";
     BenchResult bench;
     bench.threads = 2;
@@ -473,6 +499,8 @@ TEST(RooflineFromBench, PhasesAndMergedOpKindsByHand) {
     EXPECT_DOUBLE_EQ(plot.roofs[0].bandwidth_gbs, 25);
     EXPECT_DOUBLE_EQ(plot.roofs[0].peak_gflops, 300);
     EXPECT_DOUBLE_EQ(plot.roofs[0].kernel_gflops, 190);
+    EXPECT_DOUBLE_EQ(plot.roofs[0].int_gflops, 520);
+    EXPECT_EQ(plot.roofs[0].int_label, "vpdpwssd zmm");
     EXPECT_DOUBLE_EQ(plot.roofs[0].ridge_point(), 12);
 
     // Series 0: the phases at their median speed, as bench reports them.

@@ -121,6 +121,7 @@ nlohmann::ordered_json ceilings_json(const Ceilings& c) {
             {"threads", c.threads},
             {"bandwidth_gbs", c.bandwidth_gbs},
             {"peak_gflops", c.peak_gflops()},
+            {"int_dot_gflops", c.int_dot_gflops > 0 ? nlohmann::ordered_json(c.int_dot_gflops) : nullptr},
             {"matmul_gflops", c.matmul_gflops},
             {"ridge_point", c.ridge_point()},
             {"path", c.path},

@@ -64,6 +64,11 @@ nlohmann::ordered_json point_json(const BatchPoint& p, int n_prompt) {
     j["bound_gflops"] = or_null(r.has_bound, p.bound_gflops);
     j["bound_tokens_per_second"] = or_null(r.has_bound, r.bound_tokens_per_second);
     j["percent_of_bound"] = or_null(r.has_bound, r.percent_of_bound);
+    const bool int_roof = p.int_bound_gflops > 0;  // the integer kernels' roof, beside the FMA one
+    j["int_bound"] = int_roof ? nlohmann::ordered_json(p.int_bound_compute ? "int" : "memory") : nullptr;
+    j["int_bound_gflops"] = or_null(int_roof, p.int_bound_gflops);
+    j["int_bound_tokens_per_second"] = or_null(int_roof, p.int_bound_tokens_per_second);
+    j["percent_of_int_bound"] = or_null(int_roof, p.percent_of_int_bound);
     const bool stream = !p.stream_samples.empty();  // the bound measured with the run (CPU)
     j["stream_bytes"] = or_null(stream, p.stream_bytes);
     j["stream_gbs"] = or_null(stream, p.stream_gbs);
@@ -112,8 +117,9 @@ void print_table(const BatchBenchCommand& cmd, const ModelFile& file, const Engi
                 si(double(stats.weight_bytes)).c_str(), types_of(stats).c_str(), res.threads, cmd.kv_type.c_str(),
                 res.n_prompt, res.n_gen, res.reps, engine.exact() ? ", --exact" : "");
     std::printf("| B | step ms | t/s total | t/s per seq | FLOP/step | bytes/step | FLOP/byte | GB/s | GFLOP/s | "
-                "bound GFLOP/s | bound t/s | %% of bound | stream GB/s | %% of stream |\n");
-    std::printf("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+                "bound GFLOP/s | bound t/s | %% of bound | int bound t/s | %% of int bound | stream GB/s | "
+                "%% of stream |\n");
+    std::printf("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (const BatchPoint& p : res.points) {
         const PhaseReport& r = p.report;
         char bound_g[32] = "-", bound_t[64] = "-", pct[32] = "-";
@@ -123,15 +129,21 @@ void print_table(const BatchBenchCommand& cmd, const ModelFile& file, const Engi
                           r.compute_bound ? "compute" : "memory");
             std::snprintf(pct, sizeof pct, "%.1f", r.percent_of_bound);
         }
+        char int_t[64] = "-", int_pct[32] = "-";
+        if (p.int_bound_gflops > 0) {
+            std::snprintf(int_t, sizeof int_t, "%.1f (%s)", p.int_bound_tokens_per_second,
+                          p.int_bound_compute ? "int" : "memory");
+            std::snprintf(int_pct, sizeof int_pct, "%.1f", p.percent_of_int_bound);
+        }
         char sgbs[32] = "-", spct[32] = "-";
         if (!p.stream_samples.empty()) {
             std::snprintf(sgbs, sizeof sgbs, "%.2f", p.stream_gbs);
             std::snprintf(spct, sizeof spct, "%.1f", p.percent_of_stream);
         }
-        std::printf("| %d | %.2f ± %.2f | %.1f | %.2f | %s | %sB | %.2f | %.2f | %.2f | %s | %s | %s | %s | %s |\n",
+        std::printf("| %d | %.2f ± %.2f | %.1f | %.2f | %s | %sB | %.2f | %.2f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n",
                     p.batch, 1e3 * p.step.median, 1e3 * p.step.stdev, p.tokens_per_second, p.tokens_per_second_per_seq,
                     si(p.per_step.flops).c_str(), si(p.per_step.memory_bytes()).c_str(), r.intensity, r.achieved_gbs,
-                    r.achieved_gflops, bound_g, bound_t, pct, sgbs, spct);
+                    r.achieved_gflops, bound_g, bound_t, pct, int_t, int_pct, sgbs, spct);
     }
     std::printf("\nbytes = weights + KV cache read and written per step (activations, in cache, apart); each "
                 "weight is read once per step and used by all B rows. stream = one plain read of a step's bytes "
@@ -145,6 +157,10 @@ void print_table(const BatchBenchCommand& cmd, const ModelFile& file, const Engi
     std::printf("ceilings: %.2f GB/s read, %.1f GFLOP/s FMA peak, ridge point I* = %.2f FLOP/byte (%d threads; %s%s)\n",
                 ceil.bandwidth_gbs, ceil.peak_gflops(), ceil.ridge_point(), ceil.threads, ceil.path.c_str(),
                 ceil.measured_at.empty() ? "" : (", measured " + ceil.measured_at).c_str());
+    if (ceil.int_dot_gflops > 0)
+        std::printf("int bound: the same with the integer kernels' peak, %.1f GFLOP/s (%s), in place of the FMA peak "
+                    "(the quantized matmuls run on it; the FMA bound is kept for comparison)\n",
+                    ceil.int_dot_gflops, ceil.int_dot_name.c_str());
     const BatchCrossing& x = res.crossing;
     if (x.first_measured)
         std::printf("compute-bound (I >= I*) from B = %d on, of the B measured\n", *x.first_measured);
@@ -206,7 +222,8 @@ void register_batch_bench(CLI::App& app) {
     sub->add_option("--seed", cmd->opt.seed, "seed of the random prompt and decode token ids")->capture_default_str();
     sub->add_flag("--json", cmd->json, "print one JSON document (fields: docs/measuring.md)");
     sub->footer("Each B gets a KV cache of B x (p + n) tokens. The bound is min(peak, I x bandwidth) from the\n"
-                "ceilings `ridge probe -t N` saved (measured now when there are none).");
+                "ceilings `ridge probe -t N` saved (measured now when there are none); the int bound takes the\n"
+                "integer kernels' peak in place of the FMA peak.");
     sub->callback([cmd] { run(*cmd); });
 }
 

@@ -146,6 +146,10 @@ void run_explain(ExplainArgs& a) {
                 c.n_vocab, si(double(e.n_params)).c_str());
     std::printf("machine: %d threads, bandwidth %.1f GB/s, peak %.1f GFLOP/s -> I* = %.2f FLOP/byte (%s)\n",
                 ceil.threads, ceil.bandwidth_gbs, ceil.peak_gflops(), ceil.ridge_point(), source.c_str());
+    if (ceil.int_dot_gflops > 0 && !a.peak_set)
+        std::printf("integer roof: %.1f GFLOP/s (%s), the quantized matmuls' own compute ceiling -> I* = %.2f "
+                    "FLOP/byte; t_min below keeps the FMA peak\n",
+                    ceil.int_dot_gflops, ceil.int_dot_name.c_str(), ceil.int_dot_gflops / ceil.bandwidth_gbs);
     std::printf("costs are the kernels' formulas (kernels/cpu *_cost), not measurements: (m×k)·(k×n) is 2mnk FLOPs; "
                 "weights in their storage type; FLOP/B = FLOPs / (weight + KV bytes), the bytes that stream from "
                 "memory (activations, act, stay in cache); t_min = max(FLOPs / peak, those bytes / bandwidth)\n");

@@ -58,6 +58,10 @@ void print_ceilings(const Ceilings& c) {
                 100.0 * c.bandwidth_spread);
     std::printf("fma peak: %.1f GFLOP/s  (independent %d-lane FMA chains, the compute ceiling)\n", c.fma_gflops,
                 kProbeFmaLanes);
+    if (c.int_dot_gflops > 0)
+        std::printf("int dot peak: %.1f GFLOP/s  (independent %s chains, 2 ops per 16-bit multiply-add: the "
+                    "integer kernels' compute ceiling)\n",
+                    c.int_dot_gflops, c.int_dot_name.c_str());
     std::printf("matmul: %.1f GFLOP/s  (%s, %.0f%% of the FMA peak)\n", c.matmul_gflops, c.matmul_name.c_str(),
                 c.fma_gflops > 0 ? 100.0 * c.matmul_gflops / c.fma_gflops : 0.0);
     std::printf("ridge point: I* = %.2f FLOP/byte  (fma peak / bandwidth)\n", c.ridge_point());

@@ -178,4 +178,73 @@ std::vector<ProbeSample> probe_fma_peak(long iters, int reps, int threads) {
     return out;
 }
 
+const char* probe_int_dot_name() {
+#if defined(__AVX512BW__) && defined(__AVX512VNNI__)
+    return "vpdpwssd zmm";
+#elif defined(__AVX512BW__)
+    return "vpmaddwd+vpaddd zmm";
+#elif defined(__AVX2__) && defined(__AVXVNNI__)
+    return "vpdpwssd ymm";
+#elif defined(__AVX2__)
+    return "vpmaddwd+vpaddd ymm";
+#else
+    return "";
+#endif
+}
+
+std::vector<ProbeSample> probe_int_dot_peak(long iters, int reps, int threads) {
+    std::vector<ProbeSample> out;
+    if (kProbeIntMacs == 0) return out;
+    volatile int64_t sink = 0;
+    for (int r = 0; r < reps; r++) {
+        int64_t total = 0;
+        auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+        {
+            // Small codes, so that no lane overflows however long the chains (the sums wrap
+            // harmlessly in any case: only the instruction rate is measured).
+#if defined(__AVX512BW__)
+            __m512i acc[12];
+            for (int c = 0; c < 12; c++) acc[c] = _mm512_set1_epi32(c + omp_get_thread_num());
+            const __m512i a = _mm512_set1_epi16(3), b = _mm512_set1_epi16(-1);
+            for (long i = 0; i < iters; i++)
+                for (int c = 0; c < 12; c++) {
+#if defined(__AVX512VNNI__)
+                    acc[c] = _mm512_dpwssd_epi32(acc[c], a, b);
+#else
+                    acc[c] = _mm512_add_epi32(acc[c], _mm512_madd_epi16(a, b));
+#endif
+                }
+            alignas(64) int32_t lanes[16];
+            __m512i s = acc[0];
+            for (int c = 1; c < 12; c++) s = _mm512_add_epi32(s, acc[c]);
+            _mm512_store_si512(lanes, s);
+            for (int32_t l : lanes) total += l;
+#elif defined(__AVX2__)
+            __m256i acc[12];
+            for (int c = 0; c < 12; c++) acc[c] = _mm256_set1_epi32(c + omp_get_thread_num());
+            const __m256i a = _mm256_set1_epi16(3), b = _mm256_set1_epi16(-1);
+            for (long i = 0; i < iters; i++)
+                for (int c = 0; c < 12; c++) {
+#if defined(__AVXVNNI__)
+                    acc[c] = _mm256_dpwssd_avx_epi32(acc[c], a, b);
+#else
+                    acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(a, b));
+#endif
+                }
+            alignas(32) int32_t lanes[8];
+            __m256i s = acc[0];
+            for (int c = 1; c < 12; c++) s = _mm256_add_epi32(s, acc[c]);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+            for (int32_t l : lanes) total += l;
+#endif
+        }
+        double s = seconds_since(t0);
+        sink = sink + total;
+        const double ops = double(threads) * double(iters) * 12 * kProbeIntMacs * 2;
+        out.push_back({s, ops / s / 1e9});
+    }
+    return out;
+}
+
 }  // namespace ridge

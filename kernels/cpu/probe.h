@@ -30,6 +30,23 @@ constexpr int kProbeFmaLanes = 8;
 // repetition. Cost: FLOPs = threads * iters * 12 * kProbeFmaLanes * 2 per repetition; no memory traffic.
 std::vector<ProbeSample> probe_fma_peak(long iters, int reps, int threads);
 
+// The integer kernels' own ceiling (matmul v4_int's 16-bit multiply-adds): `iters` rounds of 12
+// independent chains of the instruction they use, on the widest registers they use (the 16-bit pair
+// multiply-add into 32-bit lanes: vpdpwssd where the build has VNNI, else vpmaddwd and vpaddd), one
+// sample per repetition, in GFLOP/s counted as the matmuls count theirs (2 per multiply-add).
+// kProbeIntMacs: multiply-adds per instruction (32 on zmm, 16 on ymm); 0 where the build has no
+// integer kernel (no AVX2), where the probe returns no samples.
+#if defined(__AVX512BW__)
+constexpr int kProbeIntMacs = 32;
+#elif defined(__AVX2__)
+constexpr int kProbeIntMacs = 16;
+#else
+constexpr int kProbeIntMacs = 0;
+#endif
+std::vector<ProbeSample> probe_int_dot_peak(long iters, int reps, int threads);
+// How the build multiplies 16-bit pairs: "vpdpwssd zmm", "vpmaddwd+vpaddd ymm", ... ("" without).
+const char* probe_int_dot_name();
+
 // One plain read of every byte of `regions` (pointer, bytes), each region split among the threads
 // of one OpenMP region (`threads` of them, each its static share of every region, on 64-byte
 // boundaries; no waiting between regions): the most a pass that reads these bytes could stream
