@@ -700,48 +700,78 @@ struct LaneRows {
     const float* sum;
 };
 
-// acc + the two products of x's and w's 16-bit pairs, lane by lane (w2: one pair, to every lane).
-inline __m512i dot_add_pairs(__m512i acc, __m512i x, const int16_t* w2) {
-    int32_t pair;
-    std::memcpy(&pair, w2, sizeof pair);
-#if defined(__AVX512VNNI__)
-    return _mm512_dpwssd_epi32(acc, x, _mm512_set1_epi32(pair));
-#else
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(x, _mm512_set1_epi32(pair)));
-#endif
+// kLaneWRows weight rows decoded once for every group of 16 rows of X: block b's 32 codes of row r
+// at codes[(b * kLaneWRows + r) * 32], its scale d and its minimum (Q4_1, Q5_1; else unused) at
+// d[b * kLaneWRows + r] and mn[...]. Decoding a whole row ahead, rather than block by block just
+// before its use, keeps the broadcasts of the codes from waiting on the stores that wrote them, and
+// serves all the groups (4 at B = 64) with one decode.
+struct LaneWeights {
+    std::vector<int16_t, CacheLineAllocator<int16_t>> codes;
+    std::vector<float> d, mn;
+};
+
+template <class Dec>
+void decode_lane_weights(const uint8_t* const* w, int64_t nb, LaneWeights& out) {
+    constexpr int R = kLaneWRows;
+    if (out.d.size() < size_t(nb * R)) out.codes.resize(size_t(nb * R * 32)), out.d.resize(size_t(nb * R)), out.mn.resize(size_t(nb * R));
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < R; r++) {
+            _mm512_store_si512(out.codes.data() + (b * R + r) * 32, Dec::decode_zmm(w[r], b));
+            uint16_t h[2];  // d, and the 2 bytes after it (the minimum, where kUsesSum)
+            std::memcpy(h, w[r] + size_t(b) * Dec::kBlockBytes + Dec::kScaleOffset, sizeof h);
+            out.d[size_t(b * R + r)] = _cvtsh_ss(h[0]);
+            out.mn[size_t(b * R + r)] = Dec::kUsesSum ? _cvtsh_ss(h[1]) : 0.0f;
+        }
 }
 
-// Weight rows w[0..kLaneWRows) times the 16 rows of X in x: row r's output for X row i goes to
-// y[i * y_stride + r], for r < rows (the others repeat a row, to keep the pass whole).
+// The 32-bit broadcast of one pair of codes.
+inline __m512i pair_at(const int16_t* w2) {
+    int32_t pair;
+    std::memcpy(&pair, w2, sizeof pair);
+    return _mm512_set1_epi32(pair);
+}
+
+// The kLaneWRows decoded weight rows times the 16 rows of X in x: row r's output for X row i goes
+// to y[i * y_stride + r], for r < rows (the others repeat a row, to keep the pass whole).
 template <class Dec>
-inline void dot_lanes(const uint8_t* const* w, const LaneRows& x, int64_t nb, float* y, int64_t y_stride, int rows) {
+inline void dot_lanes(const LaneWeights& w, const LaneRows& x, int64_t nb, float* y, int64_t y_stride, int rows) {
     constexpr int R = kLaneWRows;
     __m512 acc[R][4], macc[R];
     for (int r = 0; r < R; r++) {
         macc[r] = _mm512_setzero_ps();
         for (int h = 0; h < 4; h++) acc[r][h] = _mm512_setzero_ps();
     }
-    alignas(64) int16_t codes[R][32];
     for (int64_t b = 0; b < nb; b++) {
-        __m512 scale[R];
         const __m512 dx = _mm512_load_ps(x.d + b * kLaneRows);
-        for (int r = 0; r < R; r++) {
-            _mm512_store_si512(codes[r], Dec::decode_zmm(w[r], b));
-            uint16_t h[2];
-            std::memcpy(h, w[r] + size_t(b) * Dec::kBlockBytes + Dec::kScaleOffset, sizeof h);
-            scale[r] = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(h[0])), dx);
-            if constexpr (Dec::kUsesSum)
-                macc[r] = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(h[1])), _mm512_load_ps(x.sum + b * kLaneRows), macc[r]);
+        __m512 scale[R];
+        for (int r = 0; r < R; r++) scale[r] = _mm512_mul_ps(_mm512_set1_ps(w.d[size_t(b * R + r)]), dx);
+        if constexpr (Dec::kUsesSum) {
+            const __m512 sx = _mm512_load_ps(x.sum + b * kLaneRows);
+            for (int r = 0; r < R; r++) macc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w.mn[size_t(b * R + r)]), sx, macc[r]);
         }
         const int32_t* xb = x.pairs + b * 16 * kLaneRows;
+        const int16_t* wb = w.codes.data() + b * R * 32;
         for (int h = 0; h < 4; h++) {  // codes 8h .. 8h + 7: pairs 4h .. 4h + 3
-            __m512i sum[R];
-            for (int r = 0; r < R; r++) sum[r] = _mm512_setzero_si512();
-            for (int p = 4 * h; p < 4 * h + 4; p++) {
-                const __m512i xv = _mm512_load_si512(xb + p * kLaneRows);
-                for (int r = 0; r < R; r++) sum[r] = dot_add_pairs(sum[r], xv, codes[r] + 2 * p);
+            // The first pair by a plain multiply-add, the three others added to it (vpdpwssd where
+            // the CPU has VNNI); written out, as a loop over the pairs leaves GCC copying the sums
+            // between registers at every step.
+            const int p = 4 * h;
+            const __m512i x0 = _mm512_load_si512(xb + p * kLaneRows), x1 = _mm512_load_si512(xb + (p + 1) * kLaneRows);
+            const __m512i x2 = _mm512_load_si512(xb + (p + 2) * kLaneRows), x3 = _mm512_load_si512(xb + (p + 3) * kLaneRows);
+            for (int r = 0; r < R; r++) {
+                const int16_t* c = wb + r * 32 + 2 * p;
+#if defined(__AVX512VNNI__)
+                __m512i sum = _mm512_madd_epi16(x0, pair_at(c));
+                sum = _mm512_dpwssd_epi32(sum, x1, pair_at(c + 2));
+                sum = _mm512_dpwssd_epi32(sum, x2, pair_at(c + 4));
+                sum = _mm512_dpwssd_epi32(sum, x3, pair_at(c + 6));
+#else
+                const __m512i s01 = _mm512_add_epi32(_mm512_madd_epi16(x0, pair_at(c)), _mm512_madd_epi16(x1, pair_at(c + 2)));
+                const __m512i s23 = _mm512_add_epi32(_mm512_madd_epi16(x2, pair_at(c + 4)), _mm512_madd_epi16(x3, pair_at(c + 6)));
+                const __m512i sum = _mm512_add_epi32(s01, s23);
+#endif
+                acc[r][h] = _mm512_fmadd_ps(scale[r], _mm512_cvtepi32_ps(sum), acc[r][h]);
             }
-            for (int r = 0; r < R; r++) acc[r][h] = _mm512_fmadd_ps(scale[r], _mm512_cvtepi32_ps(sum[r]), acc[r][h]);
         }
     }
     alignas(64) float out[R][kLaneRows];
@@ -796,12 +826,14 @@ int64_t v4_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, int6
     const int64_t n = W.ne(1), nb = X.k / 32;
     const size_t rb = row_bytes(W.type, X.k);
     const LanePack& pack = lane_pack(X);
+    static thread_local LaneWeights decoded;
     for (int64_t j = j0; j < j1; j += kLaneWRows) {
         const int rows = int(std::min<int64_t>(kLaneWRows, j1 - j));
         const uint8_t* w[kLaneWRows];
         for (int r = 0; r < kLaneWRows; r++) w[r] = W.data + size_t(j + std::min(r, rows - 1)) * rb;
+        decode_lane_weights<Dec>(w, nb, decoded);
         for (int64_t g = 0; g < groups; g++)
-            dot_lanes<Dec>(w, pack.group(g, nb), nb, Y + g * kLaneRows * n + j, n, rows);
+            dot_lanes<Dec>(decoded, pack.group(g, nb), nb, Y + g * kLaneRows * n + j, n, rows);
     }
     return groups * kLaneRows;
 }
