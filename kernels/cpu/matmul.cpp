@@ -859,6 +859,153 @@ int64_t v4_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, int6
 
 #endif  // RIDGE_MATMUL_V4_ZMM
 
+// ---- the same on AVX2 registers: 8 rows of X in the lanes, dot4's arithmetic -------------------
+// dot4 folds a block's 16 pair products of one (weight row, X row) into two lanes: A, the even
+// pairs (codes 4t, 4t + 1), and B, the odd ones; for Q4_0 and Q5_0 each lane also takes off
+// kCodeOffset / 8 * (4 * the sum of X's codes), as dot4 does; each is converted and multiplied by
+// d_w * d_x into an accumulator of its own, and the row's result is A + B (+ Q4_1's and Q5_1's
+// mn * sum_x accumulator). Here the rows of X ride in the 8 lanes of a ymm instead, the same
+// integers and the same float operations, so a row's output is bit for bit what dot4 gives it.
+constexpr int64_t kLaneRows8 = 8;
+
+struct LaneRows8 {
+    const int32_t* pairs;     // (nb, 16, 8): codes 2p and 2p + 1 of block b of row i
+    const float* d;           // (nb, 8)
+    const float* sum;         // (nb, 8)
+    const int32_t* code_sum;  // (nb, 8): 4 * the sum of the block's codes
+};
+
+struct LanePack8 {
+    std::vector<int32_t, CacheLineAllocator<int32_t>> pairs, code_sum;
+    std::vector<float, CacheLineAllocator<float>> d, sum;
+    LaneRows8 group(int64_t g, int64_t nb) const {
+        const int64_t at = g * nb * kLaneRows8;
+        return {pairs.data() + at * 16, d.data() + at, sum.data() + at, code_sum.data() + at};
+    }
+};
+
+// The first 8 * floor(m / 8) rows of X as LaneRows8, in a buffer of the calling thread's.
+const LanePack8& lane_pack8(const QuantizedRows& X) {
+    static thread_local LanePack8 pack;
+    const int64_t groups = X.m / kLaneRows8, nb = X.k / 32;
+    const size_t blocks = size_t(groups * nb * kLaneRows8);
+    if (pack.d.size() < blocks)
+        pack.pairs.resize(blocks * 16), pack.code_sum.resize(blocks), pack.d.resize(blocks), pack.sum.resize(blocks);
+    for (int64_t g = 0; g < groups; g++)
+        for (int64_t i = 0; i < kLaneRows8; i++) {
+            const int64_t row = g * kLaneRows8 + i;
+            const int16_t* q = X.codes(row);
+            for (int64_t b = 0; b < nb; b++) {
+                const size_t at = size_t((g * nb + b) * kLaneRows8 + i);
+                pack.d[at] = X.scales(row)[b];
+                pack.sum[at] = X.sums(row)[b];
+                int32_t code_sum = 0;
+                for (int c = 0; c < 32; c++) code_sum += q[b * 32 + c];
+                pack.code_sum[at] = 4 * code_sum;
+                for (int p = 0; p < 16; p++) {
+                    int32_t pair;
+                    std::memcpy(&pair, q + b * 32 + 2 * p, sizeof pair);
+                    pack.pairs[size_t(((g * nb + b) * 16 + p) * kLaneRows8 + i)] = pair;
+                }
+            }
+        }
+    return pack;
+}
+
+// kLaneWRows8 weight rows decoded by the ymm decoders (Q4_0's and Q5_0's codes without their
+// offset, as dot4 takes them), their scales and minima, as LaneWeights (above) holds them.
+constexpr int kLaneWRows8 = 4;
+struct LaneWeights8 {
+    std::vector<int16_t, CacheLineAllocator<int16_t>> codes;  // (nb, R, 32)
+    std::vector<float> d, mn;                                 // (nb, R)
+};
+
+template <class Dec>
+void decode_lane_weights8(const uint8_t* const* w, int64_t nb, LaneWeights8& out) {
+    constexpr int R = kLaneWRows8;
+    if (out.d.size() < size_t(nb * R)) out.codes.resize(size_t(nb * R * 32)), out.d.resize(size_t(nb * R)), out.mn.resize(size_t(nb * R));
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < R; r++) {
+            const Codes c = Dec::decode(w[r], b);
+            __m256i* to = reinterpret_cast<__m256i*>(out.codes.data() + (b * R + r) * 32);
+            _mm256_store_si256(to, c.lo);
+            _mm256_store_si256(to + 1, c.hi);
+            uint16_t h[2];  // d, and the 2 bytes after it (the minimum, where kUsesSum)
+            std::memcpy(h, w[r] + size_t(b) * Dec::kBlockBytes + Dec::kScaleOffset, sizeof h);
+            out.d[size_t(b * R + r)] = _cvtsh_ss(h[0]);
+            out.mn[size_t(b * R + r)] = Dec::kUsesSum ? _cvtsh_ss(h[1]) : 0.0f;
+        }
+}
+
+inline __m256i pair_at8(const int16_t* w2) {
+    int32_t pair;
+    std::memcpy(&pair, w2, sizeof pair);
+    return _mm256_set1_epi32(pair);
+}
+
+// The decoded weight rows times the 8 rows of X in x: row r's output for X row i goes to
+// y[i * y_stride + r], for r < rows.
+template <class Dec>
+inline void dot_lanes8(const LaneWeights8& w, const LaneRows8& x, int64_t nb, float* y, int64_t y_stride, int rows) {
+    constexpr int R = kLaneWRows8;
+    __m256 acc[R][2], macc[R];
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = macc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256 dx = _mm256_load_ps(x.d + b * kLaneRows8);
+        [[maybe_unused]] __m256i offset;
+        if constexpr (Dec::kOffsetByCodeSum)
+            offset = _mm256_mullo_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(x.code_sum + b * kLaneRows8)),
+                                        _mm256_set1_epi32(Dec::kCodeOffset / 8));
+        [[maybe_unused]] __m256 sx;
+        if constexpr (Dec::kUsesSum) sx = _mm256_load_ps(x.sum + b * kLaneRows8);
+        const int32_t* xb = x.pairs + b * 16 * kLaneRows8;
+        for (int r = 0; r < R; r++) {
+            const int16_t* c = w.codes.data() + (b * R + r) * 32;
+            __m256i part[2];  // A: the even pairs, B: the odd ones
+            for (int h = 0; h < 2; h++) {
+                __m256i sum = _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xb + h * kLaneRows8)),
+                                                pair_at8(c + 2 * h));
+                for (int p = h + 2; p < 16; p += 2)
+                    sum = simd::dot_add_i16(sum, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * kLaneRows8)),
+                                            pair_at8(c + 2 * p));
+                if constexpr (Dec::kOffsetByCodeSum) sum = _mm256_sub_epi32(sum, offset);
+                part[h] = sum;
+            }
+            const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(w.d[size_t(b * R + r)]), dx);
+            for (int h = 0; h < 2; h++) acc[r][h] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(part[h]), acc[r][h]);
+            if constexpr (Dec::kUsesSum) macc[r] = _mm256_fmadd_ps(_mm256_set1_ps(w.mn[size_t(b * R + r)]), sx, macc[r]);
+        }
+    }
+    alignas(32) float out[R][kLaneRows8];
+    for (int r = 0; r < R; r++) {
+        __m256 t = _mm256_add_ps(acc[r][0], acc[r][1]);
+        if constexpr (Dec::kUsesSum) t = _mm256_add_ps(t, macc[r]);
+        _mm256_store_ps(out[r], t);
+    }
+    for (int64_t i = 0; i < kLaneRows8; i++)
+        for (int r = 0; r < rows; r++) y[i * y_stride + r] = out[r][i];
+}
+
+// v4_lane_rows (above) for the ymm form: the first 8 * floor(m / 8) rows of X. Returns them.
+template <class Dec>
+int64_t v4_lane_rows8(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
+    const int64_t groups = X.m / kLaneRows8;
+    if (groups == 0) return 0;
+    const int64_t n = W.ne(1), nb = X.k / 32;
+    const size_t rb = row_bytes(W.type, X.k);
+    const LanePack8& pack = lane_pack8(X);
+    static thread_local LaneWeights8 decoded;
+    for (int64_t j = j0; j < j1; j += kLaneWRows8) {
+        const int rows = int(std::min<int64_t>(kLaneWRows8, j1 - j));
+        const uint8_t* w[kLaneWRows8];
+        for (int r = 0; r < kLaneWRows8; r++) w[r] = W.data + size_t(j + std::min(r, rows - 1)) * rb;
+        decode_lane_weights8<Dec>(w, nb, decoded);
+        for (int64_t g = 0; g < groups; g++)
+            dot_lanes8<Dec>(decoded, pack.group(g, nb), nb, Y + g * kLaneRows8 * n + j, n, rows);
+    }
+    return groups * kLaneRows8;
+}
+
 // Weight rows w[0..kRows) times the M rows of X at x, row r's output at y[i * y_stride + r * y_lane]:
 // dot4 or dot8, as the form F says.
 template <IntForm F>
@@ -917,6 +1064,7 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
 #if RIDGE_MATMUL_V4_ZMM
     if constexpr (F != IntForm::ymm) t0 = v4_lane_rows<Dec>(W, X, Y, j0, j1);
 #endif
+    if constexpr (F == IntForm::ymm) t0 = v4_lane_rows8<Dec>(W, X, Y, j0, j1);
     if (t0 == X.m) return;
     const XRow x0{X.codes(0), X.scales(0), X.sums(0), offset ? code_sums(X) : nullptr};
     auto x_row = [x0, k, nb](int64_t i) {  // row i of X
