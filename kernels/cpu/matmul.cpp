@@ -959,22 +959,21 @@ inline void dot_lanes8(const LaneWeights8& w, const LaneRows8& x, int64_t nb, fl
         [[maybe_unused]] __m256 sx;
         if constexpr (Dec::kUsesSum) sx = _mm256_load_ps(x.sum + b * kLaneRows8);
         const int32_t* xb = x.pairs + b * 16 * kLaneRows8;
-        for (int r = 0; r < R; r++) {
-            const int16_t* c = w.codes.data() + (b * R + r) * 32;
-            __m256i part[2];  // A: the even pairs, B: the odd ones
-            for (int h = 0; h < 2; h++) {
-                __m256i sum = _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xb + h * kLaneRows8)),
-                                                pair_at8(c + 2 * h));
-                for (int p = h + 2; p < 16; p += 2)
-                    sum = simd::dot_add_i16(sum, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * kLaneRows8)),
-                                            pair_at8(c + 2 * p));
+        const int16_t* wb = w.codes.data() + b * R * 32;
+        for (int h = 0; h < 2; h++) {  // A: the even pairs, B: the odd ones
+            __m256i xv[8];  // the 8 pairs of this part, loaded once for the R weight rows
+            for (int t = 0; t < 8; t++) xv[t] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + (2 * t + h) * kLaneRows8));
+            for (int r = 0; r < R; r++) {
+                const int16_t* c = wb + r * 32 + 2 * h;
+                __m256i sum = _mm256_madd_epi16(xv[0], pair_at8(c));
+                for (int t = 1; t < 8; t++) sum = simd::dot_add_i16(sum, xv[t], pair_at8(c + 4 * t));
                 if constexpr (Dec::kOffsetByCodeSum) sum = _mm256_sub_epi32(sum, offset);
-                part[h] = sum;
+                const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(w.d[size_t(b * R + r)]), dx);
+                acc[r][h] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sum), acc[r][h]);
             }
-            const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(w.d[size_t(b * R + r)]), dx);
-            for (int h = 0; h < 2; h++) acc[r][h] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(part[h]), acc[r][h]);
-            if constexpr (Dec::kUsesSum) macc[r] = _mm256_fmadd_ps(_mm256_set1_ps(w.mn[size_t(b * R + r)]), sx, macc[r]);
         }
+        if constexpr (Dec::kUsesSum)
+            for (int r = 0; r < R; r++) macc[r] = _mm256_fmadd_ps(_mm256_set1_ps(w.mn[size_t(b * R + r)]), sx, macc[r]);
     }
     alignas(32) float out[R][kLaneRows8];
     for (int r = 0; r < R; r++) {
