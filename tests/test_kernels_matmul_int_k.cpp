@@ -189,19 +189,20 @@ TEST_P(MatmulIntKTypes, V4MatchesScalarTwin) {
             }
 }
 
-// One row of X gives, bit for bit, what the same row gives among others (2 rows of X at a time, or
-// the odd last one alone; a thread's share in 4 runs of weight rows and the 1-3 rows left one by
-// one): each output is its own sums in the same order. With one thread and with two.
+// One row of X gives, bit for bit, what the same row gives among others (4 rows of X at a time,
+// then 2, then the odd last one alone; a thread's share in 4 runs of weight rows and the 1-3 rows
+// left one by one): each output is its own sums in the same order. With one thread and with two.
 TEST_P(MatmulIntKTypes, OneRowOfXIsTheSameAsInABatch) {
     const DType t = GetParam();
     if (!cpu::int_k_simd_types(t)) GTEST_SKIP() << "no AVX2 in this build";
-    const int64_t k = 512, m = 3;
+    const int64_t k = 512;
     uint32_t seed = 99;
-    for (int64_t n : {4, 7, 66, 401}) {
-        const test::OwnedWeight W = test::random_weight(t, n, k, seed++);
-        const std::vector<float> X = test::random_floats(size_t(m * k), seed++, -4.0f, 4.0f);
-        test::expect_rows_alone_as_in_batch(W.view, X, m, k, cpu::matmul_v4_int_k);
-    }
+    for (int64_t m : {3, 7, 16})
+        for (int64_t n : {4, 7, 66, 401}) {
+            const test::OwnedWeight W = test::random_weight(t, n, k, seed++);
+            const std::vector<float> X = test::random_floats(size_t(m * k), seed++, -4.0f, 4.0f);
+            test::expect_rows_alone_as_in_batch(W.view, X, m, k, cpu::matmul_v4_int_k);
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulIntKTypes, ::testing::ValuesIn(kIntKTypes),

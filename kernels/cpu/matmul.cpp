@@ -735,7 +735,7 @@ inline __m512i pair_at(const int16_t* w2) {
 // row i of group g goes to y[(g * 16 + i) * y_stride + r], for r < rows (the others repeat a row, to
 // keep the pass whole). Each broadcast pair of weight codes serves the G groups: a broadcast costs
 // about what a multiply-add does, and two groups at a time made 64 rows of X 8-12% faster than one
-// (docs/measurements/2026-12-05-xeon-spr.md).
+// (docs/measurements/2026-12-05-xeon-model167.md).
 template <class Dec, int G>
 inline void dot_lanes(const LaneWeights& w, const LaneRows* x, int64_t nb, float* y, int64_t y_stride, int rows) {
     constexpr int R = kLaneWRows;
@@ -1336,7 +1336,8 @@ void dot_rows_k(const uint8_t* const* w, const XRowK* x, int64_t nsb, float* y, 
         for (int i = 0; i < M; i++) y[i * y_stride + r * y_lane] = simd::hsum8(acc[r][i]);
 }
 
-// Output rows [j0, j1) (j0 a multiple of 4), 4 weight rows per pass, the rows of X 2 at a time.
+// Output rows [j0, j1) (j0 a multiple of 4), 4 weight rows per pass, the rows of X 4 at a time
+// (then 2, then 1): each decoded super-block serves as many rows of X as the registers allow.
 // As v4_rows (above), the share is read as 4 runs of whole rows, one per weight row of a
 // pass: with g = (j1 - j0) / 4, pass i takes rows j0 + r g + i, r = 0..3, so each of the 4 streams
 // one long run of memory, which the hardware prefetchers follow. Groups of 4 neighbouring rows
@@ -1352,6 +1353,10 @@ void v4_k_rows(const TensorView& W, const XPrepared& xp, float* Y, int64_t j0, i
             const uint8_t* w[4];
             for (int r = 0; r < 4; r++) w[r] = W.row(j0 + r * g + i);
             int64_t t = 0;
+            for (; t + 4 <= m; t += 4) {  // batched decode: each decoded block serves 4 rows of X
+                const XRowK x[4] = {xp.row(t), xp.row(t + 1), xp.row(t + 2), xp.row(t + 3)};
+                dot_rows_k<Dec, 4, 4>(w, x, nsb, Y + t * n + j0 + i, n, g);
+            }
             for (; t + 2 <= m; t += 2) {
                 const XRowK x[2] = {xp.row(t), xp.row(t + 1)};
                 dot_rows_k<Dec, 4, 2>(w, x, nsb, Y + t * n + j0 + i, n, g);
