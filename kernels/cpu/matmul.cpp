@@ -678,45 +678,102 @@ inline void dot8(const uint8_t* const* w, const XRow* x, int64_t nb, float* y, i
     }
 }
 
-// ---- many rows of X: 16 of them in the lanes -----------------------------------------------------
+#endif  // RIDGE_MATMUL_V4_ZMM
+
+// ---- many rows of X: the rows of X in the lanes --------------------------------------------------
 // From 16 rows of X on (batched decode, short prompts), dot8 spends most of its instructions on
 // decoding and folding: 8 madds per block and row of X need 18 shuffles and adds to fold. With the
-// rows of X in the lanes instead, a weight block is decoded once into 32 int16 codes in L1, and each
-// pair of codes is broadcast (as part of the multiply-add's own load) against one vector that holds
-// the same pair of codes of 16 rows of X: 16 pairs per block, no fold, 4 weight rows per pass
-// sharing every vector of X. It is dot8's arithmetic for each (weight row, X row): the int32 sum of
-// each quarter of the block (codes 8Q .. 8Q + 7) is exact whatever order forms it, converted and
-// multiplied by the same d_w * d_x into the same 4 accumulators; and a row's result is
-// (acc0 + acc2) + (acc1 + acc3) + macc, as rows4 adds them. So a row's output is bit for bit what
-// dot8 gives it alone, which the tests check.
-constexpr int64_t kLaneRows = 16;  // rows of X in a vector's lanes
-constexpr int kLaneWRows = 4;      // weight rows per pass
+// rows of X in the lanes instead, 4 weight rows are decoded once into 16-bit codes for all the rows
+// of X, and each pair of codes, broadcast, multiplies one vector that holds the same pair of codes
+// of 16 rows of X (8 on ymm): 16 pairs per block, no fold, every vector of X serving the 4 weight
+// rows. It is the fold's arithmetic for each (weight row, X row), so a row's output is bit for bit
+// what dot8 (dot4 on ymm) gives it alone, which the tests check:
+//   zmm (dot_lanes): the int32 sum of each quarter of the block (codes 8Q .. 8Q + 7), exact
+//     whatever order forms it, converted and multiplied by the same d_w * d_x into the same 4
+//     accumulators; the row's result is (acc0 + acc2) + (acc1 + acc3) + macc, as rows4 adds them.
+//   ymm (dot_lanes8): dot4 folds a block's 16 pair products into two lanes, A (the even pairs) and
+//     B (the odd ones), each less kCodeOffset / 8 * (4 * the sum of X's codes) for Q4_0 and Q5_0
+//     (whose ymm codes lack their offset), each converted and multiplied by d_w * d_x into an
+//     accumulator of its own; the row's result is A + B (+ macc for Q4_1 and Q5_1).
+constexpr int kLaneWRows = 4;  // weight rows per pass
 
-// 16 rows of X repacked: pairs[(b * 16 + p) * 16 + i] holds codes 2p and 2p + 1 of block b of row i;
-// d and sum are the blocks' scales and sums in the same order ((b * 16 + i)).
+// A group of L rows of X repacked (L = 16 on zmm, 8 on ymm): pairs[(b * 16 + p) * L + i] holds codes
+// 2p and 2p + 1 of block b of row i; d, sum and code_sum (4 * the sum of the block's codes) are per
+// block in the same order ((b * L + i)).
 struct LaneRows {
     const int32_t* pairs;
     const float* d;
     const float* sum;
+    const int32_t* code_sum;
 };
 
-// kLaneWRows weight rows decoded once for every group of 16 rows of X: block b's 32 codes of row r
-// at codes[(b * kLaneWRows + r) * 32], its scale d and its minimum (Q4_1, Q5_1; else unused) at
-// d[b * kLaneWRows + r] and mn[...]. Decoding a whole row ahead, rather than block by block just
-// before its use, keeps the broadcasts of the codes from waiting on the stores that wrote them, and
-// serves all the groups (4 at B = 64) with one decode.
+// The first L * floor(m / L) rows of X as groups of L, in a buffer of the calling thread's that the
+// next call overwrites (each thread of a matmul packs its own: m * k copies against the matmul's
+// n * m * k multiply-adds).
+template <int64_t L>
+struct LanePack {
+    std::vector<int32_t, CacheLineAllocator<int32_t>> pairs, code_sum;
+    std::vector<float, CacheLineAllocator<float>> d, sum;
+    LaneRows group(int64_t g, int64_t nb) const {
+        const int64_t at = g * nb * L;
+        return {pairs.data() + at * 16, d.data() + at, sum.data() + at, code_sum.data() + at};
+    }
+};
+
+template <int64_t L>
+const LanePack<L>& lane_pack(const QuantizedRows& X) {
+    static thread_local LanePack<L> pack;
+    const int64_t groups = X.m / L, nb = X.k / 32;
+    const size_t blocks = size_t(groups * nb * L);
+    if (pack.d.size() < blocks)
+        pack.pairs.resize(blocks * 16), pack.code_sum.resize(blocks), pack.d.resize(blocks), pack.sum.resize(blocks);
+    for (int64_t g = 0; g < groups; g++)
+        for (int64_t i = 0; i < L; i++) {
+            const int64_t row = g * L + i;
+            const int16_t* q = X.codes(row);
+            for (int64_t b = 0; b < nb; b++) {
+                const size_t at = size_t((g * nb + b) * L + i);
+                pack.d[at] = X.scales(row)[b];
+                pack.sum[at] = X.sums(row)[b];
+                int32_t code_sum = 0;
+                for (int c = 0; c < 32; c++) code_sum += q[b * 32 + c];
+                pack.code_sum[at] = 4 * code_sum;
+                for (int p = 0; p < 16; p++) {
+                    int32_t pair;
+                    std::memcpy(&pair, q + b * 32 + 2 * p, sizeof pair);
+                    pack.pairs[size_t(((g * nb + b) * 16 + p) * L + i)] = pair;
+                }
+            }
+        }
+    return pack;
+}
+
+// kLaneWRows weight rows decoded once for every group of rows of X: block b's 32 codes of row r at
+// codes[(b * kLaneWRows + r) * 32] (by the zmm decoders, or the ymm ones, which leave Q4_0's and
+// Q5_0's offset out), its scale d and its minimum (Q4_1, Q5_1; else unused) at d[b * kLaneWRows + r]
+// and mn[...]. Decoding a whole row ahead, rather than block by block just before its use, keeps the
+// broadcasts of the codes from waiting on the stores that wrote them, and serves all the groups
+// with one decode.
 struct LaneWeights {
     std::vector<int16_t, CacheLineAllocator<int16_t>> codes;
     std::vector<float> d, mn;
 };
 
-template <class Dec>
+template <class Dec, bool kZmm>
 void decode_lane_weights(const uint8_t* const* w, int64_t nb, LaneWeights& out) {
     constexpr int R = kLaneWRows;
     if (out.d.size() < size_t(nb * R)) out.codes.resize(size_t(nb * R * 32)), out.d.resize(size_t(nb * R)), out.mn.resize(size_t(nb * R));
     for (int64_t b = 0; b < nb; b++)
         for (int r = 0; r < R; r++) {
-            _mm512_store_si512(out.codes.data() + (b * R + r) * 32, Dec::decode_zmm(w[r], b));
+            int16_t* to = out.codes.data() + (b * R + r) * 32;
+#if RIDGE_MATMUL_V4_ZMM
+            if constexpr (kZmm) _mm512_store_si512(to, Dec::decode_zmm(w[r], b));
+#endif
+            if constexpr (!kZmm) {
+                const Codes c = Dec::decode(w[r], b);
+                _mm256_store_si256(reinterpret_cast<__m256i*>(to), c.lo);
+                _mm256_store_si256(reinterpret_cast<__m256i*>(to) + 1, c.hi);
+            }
             uint16_t h[2];  // d, and the 2 bytes after it (the minimum, where kUsesSum)
             std::memcpy(h, w[r] + size_t(b) * Dec::kBlockBytes + Dec::kScaleOffset, sizeof h);
             out.d[size_t(b * R + r)] = _cvtsh_ss(h[0]);
@@ -725,11 +782,20 @@ void decode_lane_weights(const uint8_t* const* w, int64_t nb, LaneWeights& out) 
 }
 
 // The 32-bit broadcast of one pair of codes.
-inline __m512i pair_at(const int16_t* w2) {
+inline __m256i pair_at_ymm(const int16_t* w2) {
+    int32_t pair;
+    std::memcpy(&pair, w2, sizeof pair);
+    return _mm256_set1_epi32(pair);
+}
+
+#if RIDGE_MATMUL_V4_ZMM
+inline __m512i pair_at_zmm(const int16_t* w2) {
     int32_t pair;
     std::memcpy(&pair, w2, sizeof pair);
     return _mm512_set1_epi32(pair);
 }
+
+constexpr int64_t kLaneRows = 16;  // rows of X in a zmm's lanes
 
 // The kLaneWRows decoded weight rows times G groups of 16 rows of X, x[0..G): row r's output for
 // row i of group g goes to y[(g * 16 + i) * y_stride + r], for r < rows (the others repeat a row, to
@@ -764,7 +830,7 @@ inline void dot_lanes(const LaneWeights& w, const LaneRows* x, int64_t nb, float
                 for (int q = 0; q < 4; q++) xv[g][q] = _mm512_load_si512(x[g].pairs + (b * 16 + p + q) * kLaneRows);
             for (int r = 0; r < R; r++) {
                 const int16_t* c = wb + r * 32 + 2 * p;
-                const __m512i w0 = pair_at(c), w1 = pair_at(c + 2), w2 = pair_at(c + 4), w3 = pair_at(c + 6);
+                const __m512i w0 = pair_at_zmm(c), w1 = pair_at_zmm(c + 2), w2 = pair_at_zmm(c + 4), w3 = pair_at_zmm(c + 6);
                 for (int g = 0; g < G; g++) {
                     // The first pair by a plain multiply-add, the three others added to it
                     // (vpdpwssd where the CPU has VNNI); written out, as a loop over the pairs
@@ -795,159 +861,15 @@ inline void dot_lanes(const LaneWeights& w, const LaneRows* x, int64_t nb, float
     }
 }
 
-// The first 16 * floor(m / 16) rows of X, repacked as LaneRows 16 rows at a time, in a buffer of
-// the calling thread's that the next call overwrites (each thread of a matmul packs its own: m * k
-// copies against the matmul's n * m * k multiply-adds).
-struct LanePack {
-    std::vector<int32_t, CacheLineAllocator<int32_t>> pairs;
-    std::vector<float, CacheLineAllocator<float>> d, sum;
-    LaneRows group(int64_t g, int64_t nb) const {
-        return {pairs.data() + g * nb * 16 * kLaneRows, d.data() + g * nb * kLaneRows, sum.data() + g * nb * kLaneRows};
-    }
-};
-const LanePack& lane_pack(const QuantizedRows& X) {
-    static thread_local LanePack pack;
-    const int64_t groups = X.m / kLaneRows, nb = X.k / 32;
-    const size_t blocks = size_t(groups * nb * kLaneRows);
-    if (pack.d.size() < blocks) pack.pairs.resize(blocks * 16), pack.d.resize(blocks), pack.sum.resize(blocks);
-    for (int64_t g = 0; g < groups; g++)
-        for (int64_t i = 0; i < kLaneRows; i++) {
-            const int64_t row = g * kLaneRows + i;
-            const int16_t* q = X.codes(row);
-            for (int64_t b = 0; b < nb; b++) {
-                const size_t at = size_t((g * nb + b) * kLaneRows + i);
-                pack.d[at] = X.scales(row)[b];
-                pack.sum[at] = X.sums(row)[b];
-                for (int p = 0; p < 16; p++) {
-                    int32_t pair;
-                    std::memcpy(&pair, q + b * 32 + 2 * p, sizeof pair);
-                    pack.pairs[size_t(((g * nb + b) * 16 + p) * kLaneRows + i)] = pair;
-                }
-            }
-        }
-    return pack;
-}
-
-// Output rows [j0, j1) for the first 16 * floor(m / 16) rows of X, kLaneWRows weight rows a pass (a
-// short last pass repeats its last row) against each group of 16 rows of X in turn, so the pass's
-// weight rows are read from memory once and stay in L1. Returns the rows of X it computed.
-template <class Dec>
-int64_t v4_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
-    const int64_t groups = X.m / kLaneRows;
-    if (groups == 0) return 0;
-    const int64_t n = W.ne(1), nb = X.k / 32;
-    const size_t rb = row_bytes(W.type, X.k);
-    const LanePack& pack = lane_pack(X);
-    static thread_local LaneWeights decoded;
-    for (int64_t j = j0; j < j1; j += kLaneWRows) {
-        const int rows = int(std::min<int64_t>(kLaneWRows, j1 - j));
-        const uint8_t* w[kLaneWRows];
-        for (int r = 0; r < kLaneWRows; r++) w[r] = W.data + size_t(j + std::min(r, rows - 1)) * rb;
-        decode_lane_weights<Dec>(w, nb, decoded);
-        int64_t g = 0;
-        for (; g + 2 <= groups; g += 2) {
-            const LaneRows x[2] = {pack.group(g, nb), pack.group(g + 1, nb)};
-            dot_lanes<Dec, 2>(decoded, x, nb, Y + g * kLaneRows * n + j, n, rows);
-        }
-        if (g < groups) {
-            const LaneRows x = pack.group(g, nb);
-            dot_lanes<Dec, 1>(decoded, &x, nb, Y + g * kLaneRows * n + j, n, rows);
-        }
-    }
-    return groups * kLaneRows;
-}
-
 #endif  // RIDGE_MATMUL_V4_ZMM
 
-// ---- the same on AVX2 registers: 8 rows of X in the lanes, dot4's arithmetic -------------------
-// dot4 folds a block's 16 pair products of one (weight row, X row) into two lanes: A, the even
-// pairs (codes 4t, 4t + 1), and B, the odd ones; for Q4_0 and Q5_0 each lane also takes off
-// kCodeOffset / 8 * (4 * the sum of X's codes), as dot4 does; each is converted and multiplied by
-// d_w * d_x into an accumulator of its own, and the row's result is A + B (+ Q4_1's and Q5_1's
-// mn * sum_x accumulator). Here the rows of X ride in the 8 lanes of a ymm instead, the same
-// integers and the same float operations, so a row's output is bit for bit what dot4 gives it.
-constexpr int64_t kLaneRows8 = 8;
-
-struct LaneRows8 {
-    const int32_t* pairs;     // (nb, 16, 8): codes 2p and 2p + 1 of block b of row i
-    const float* d;           // (nb, 8)
-    const float* sum;         // (nb, 8)
-    const int32_t* code_sum;  // (nb, 8): 4 * the sum of the block's codes
-};
-
-struct LanePack8 {
-    std::vector<int32_t, CacheLineAllocator<int32_t>> pairs, code_sum;
-    std::vector<float, CacheLineAllocator<float>> d, sum;
-    LaneRows8 group(int64_t g, int64_t nb) const {
-        const int64_t at = g * nb * kLaneRows8;
-        return {pairs.data() + at * 16, d.data() + at, sum.data() + at, code_sum.data() + at};
-    }
-};
-
-// The first 8 * floor(m / 8) rows of X as LaneRows8, in a buffer of the calling thread's.
-const LanePack8& lane_pack8(const QuantizedRows& X) {
-    static thread_local LanePack8 pack;
-    const int64_t groups = X.m / kLaneRows8, nb = X.k / 32;
-    const size_t blocks = size_t(groups * nb * kLaneRows8);
-    if (pack.d.size() < blocks)
-        pack.pairs.resize(blocks * 16), pack.code_sum.resize(blocks), pack.d.resize(blocks), pack.sum.resize(blocks);
-    for (int64_t g = 0; g < groups; g++)
-        for (int64_t i = 0; i < kLaneRows8; i++) {
-            const int64_t row = g * kLaneRows8 + i;
-            const int16_t* q = X.codes(row);
-            for (int64_t b = 0; b < nb; b++) {
-                const size_t at = size_t((g * nb + b) * kLaneRows8 + i);
-                pack.d[at] = X.scales(row)[b];
-                pack.sum[at] = X.sums(row)[b];
-                int32_t code_sum = 0;
-                for (int c = 0; c < 32; c++) code_sum += q[b * 32 + c];
-                pack.code_sum[at] = 4 * code_sum;
-                for (int p = 0; p < 16; p++) {
-                    int32_t pair;
-                    std::memcpy(&pair, q + b * 32 + 2 * p, sizeof pair);
-                    pack.pairs[size_t(((g * nb + b) * 16 + p) * kLaneRows8 + i)] = pair;
-                }
-            }
-        }
-    return pack;
-}
-
-// kLaneWRows8 weight rows decoded by the ymm decoders (Q4_0's and Q5_0's codes without their
-// offset, as dot4 takes them), their scales and minima, as LaneWeights (above) holds them.
-constexpr int kLaneWRows8 = 4;
-struct LaneWeights8 {
-    std::vector<int16_t, CacheLineAllocator<int16_t>> codes;  // (nb, R, 32)
-    std::vector<float> d, mn;                                 // (nb, R)
-};
-
-template <class Dec>
-void decode_lane_weights8(const uint8_t* const* w, int64_t nb, LaneWeights8& out) {
-    constexpr int R = kLaneWRows8;
-    if (out.d.size() < size_t(nb * R)) out.codes.resize(size_t(nb * R * 32)), out.d.resize(size_t(nb * R)), out.mn.resize(size_t(nb * R));
-    for (int64_t b = 0; b < nb; b++)
-        for (int r = 0; r < R; r++) {
-            const Codes c = Dec::decode(w[r], b);
-            __m256i* to = reinterpret_cast<__m256i*>(out.codes.data() + (b * R + r) * 32);
-            _mm256_store_si256(to, c.lo);
-            _mm256_store_si256(to + 1, c.hi);
-            uint16_t h[2];  // d, and the 2 bytes after it (the minimum, where kUsesSum)
-            std::memcpy(h, w[r] + size_t(b) * Dec::kBlockBytes + Dec::kScaleOffset, sizeof h);
-            out.d[size_t(b * R + r)] = _cvtsh_ss(h[0]);
-            out.mn[size_t(b * R + r)] = Dec::kUsesSum ? _cvtsh_ss(h[1]) : 0.0f;
-        }
-}
-
-inline __m256i pair_at8(const int16_t* w2) {
-    int32_t pair;
-    std::memcpy(&pair, w2, sizeof pair);
-    return _mm256_set1_epi32(pair);
-}
+constexpr int64_t kLaneRows8 = 8;  // rows of X in a ymm's lanes
 
 // The decoded weight rows times the 8 rows of X in x: row r's output for X row i goes to
 // y[i * y_stride + r], for r < rows.
 template <class Dec>
-inline void dot_lanes8(const LaneWeights8& w, const LaneRows8& x, int64_t nb, float* y, int64_t y_stride, int rows) {
-    constexpr int R = kLaneWRows8;
+inline void dot_lanes8(const LaneWeights& w, const LaneRows& x, int64_t nb, float* y, int64_t y_stride, int rows) {
+    constexpr int R = kLaneWRows;
     __m256 acc[R][2], macc[R];
     for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = macc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -965,8 +887,8 @@ inline void dot_lanes8(const LaneWeights8& w, const LaneRows8& x, int64_t nb, fl
             for (int t = 0; t < 8; t++) xv[t] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + (2 * t + h) * kLaneRows8));
             for (int r = 0; r < R; r++) {
                 const int16_t* c = wb + r * 32 + 2 * h;
-                __m256i sum = _mm256_madd_epi16(xv[0], pair_at8(c));
-                for (int t = 1; t < 8; t++) sum = simd::dot_add_i16(sum, xv[t], pair_at8(c + 4 * t));
+                __m256i sum = _mm256_madd_epi16(xv[0], pair_at_ymm(c));
+                for (int t = 1; t < 8; t++) sum = simd::dot_add_i16(sum, xv[t], pair_at_ymm(c + 4 * t));
                 if constexpr (Dec::kOffsetByCodeSum) sum = _mm256_sub_epi32(sum, offset);
                 const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(w.d[size_t(b * R + r)]), dx);
                 acc[r][h] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sum), acc[r][h]);
@@ -985,24 +907,42 @@ inline void dot_lanes8(const LaneWeights8& w, const LaneRows8& x, int64_t nb, fl
         for (int r = 0; r < rows; r++) y[i * y_stride + r] = out[r][i];
 }
 
-// v4_lane_rows (above) for the ymm form: the first 8 * floor(m / 8) rows of X. Returns them.
-template <class Dec>
-int64_t v4_lane_rows8(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
-    const int64_t groups = X.m / kLaneRows8;
+// Output rows [j0, j1) for the first L * floor(m / L) rows of X (L = 16 on zmm, 8 on ymm),
+// kLaneWRows weight rows a pass (a short last pass repeats its last row) against each group of L
+// rows of X in turn (zmm: two groups at a time), so the pass's weight rows are read from memory once
+// and decoded once. Returns the rows of X it computed.
+template <class Dec, IntForm F>
+int64_t v4_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
+    constexpr bool kZmm = F != IntForm::ymm;
+    constexpr int64_t L = kZmm ? 16 : 8;
+    const int64_t groups = X.m / L;
     if (groups == 0) return 0;
     const int64_t n = W.ne(1), nb = X.k / 32;
     const size_t rb = row_bytes(W.type, X.k);
-    const LanePack8& pack = lane_pack8(X);
-    static thread_local LaneWeights8 decoded;
-    for (int64_t j = j0; j < j1; j += kLaneWRows8) {
-        const int rows = int(std::min<int64_t>(kLaneWRows8, j1 - j));
-        const uint8_t* w[kLaneWRows8];
-        for (int r = 0; r < kLaneWRows8; r++) w[r] = W.data + size_t(j + std::min(r, rows - 1)) * rb;
-        decode_lane_weights8<Dec>(w, nb, decoded);
-        for (int64_t g = 0; g < groups; g++)
-            dot_lanes8<Dec>(decoded, pack.group(g, nb), nb, Y + g * kLaneRows8 * n + j, n, rows);
+    const LanePack<L>& pack = lane_pack<L>(X);
+    static thread_local LaneWeights decoded;
+    for (int64_t j = j0; j < j1; j += kLaneWRows) {
+        const int rows = int(std::min<int64_t>(kLaneWRows, j1 - j));
+        const uint8_t* w[kLaneWRows];
+        for (int r = 0; r < kLaneWRows; r++) w[r] = W.data + size_t(j + std::min(r, rows - 1)) * rb;
+        decode_lane_weights<Dec, kZmm>(w, nb, decoded);
+        int64_t g = 0;
+#if RIDGE_MATMUL_V4_ZMM
+        if constexpr (kZmm) {
+            for (; g + 2 <= groups; g += 2) {
+                const LaneRows x[2] = {pack.group(g, nb), pack.group(g + 1, nb)};
+                dot_lanes<Dec, 2>(decoded, x, nb, Y + g * L * n + j, n, rows);
+            }
+            if (g < groups) {
+                const LaneRows x = pack.group(g, nb);
+                dot_lanes<Dec, 1>(decoded, &x, nb, Y + g * L * n + j, n, rows);
+            }
+        }
+#endif
+        if constexpr (!kZmm)
+            for (; g < groups; g++) dot_lanes8<Dec>(decoded, pack.group(g, nb), nb, Y + g * L * n + j, n, rows);
     }
-    return groups * kLaneRows8;
+    return groups * L;
 }
 
 // Weight rows w[0..kRows) times the M rows of X at x, row r's output at y[i * y_stride + r * y_lane]:
@@ -1060,10 +1000,7 @@ void v4_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, 
     const uint8_t* const data = W.data;
     const bool offset = Dec::kOffsetByCodeSum && kRows == 4;  // dot8's decoders take the offset off themselves
     int64_t t0 = 0;  // the rows of X before t0 are done
-#if RIDGE_MATMUL_V4_ZMM
-    if constexpr (F != IntForm::ymm) t0 = v4_lane_rows<Dec>(W, X, Y, j0, j1);
-#endif
-    if constexpr (F == IntForm::ymm) t0 = v4_lane_rows8<Dec>(W, X, Y, j0, j1);
+    t0 = v4_lane_rows<Dec, F>(W, X, Y, j0, j1);
     if (t0 == X.m) return;
     const XRow x0{X.codes(0), X.scales(0), X.sums(0), offset ? code_sums(X) : nullptr};
     auto x_row = [x0, k, nb](int64_t i) {  // row i of X
