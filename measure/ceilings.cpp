@@ -71,8 +71,9 @@ double median_value(const std::vector<ProbeSample>& s) {
     return median(v);
 }
 
-// FMA rounds per thread so that one repetition lasts about `target` seconds on this machine
-// (calibrated on a short run; the loop's speed does not depend on the data).
+// FMA rounds per thread (or rounds of another compute probe, `probe`) so that one repetition lasts
+// about `target` seconds on this machine (calibrated on a short run; the loop's speed does not
+// depend on the data).
 long fma_iters_for(double target_s, int threads,
                    std::vector<ProbeSample> (*probe)(long, int, int) = probe_fma_peak) {
     long iters = 1 << 20;

@@ -1,6 +1,7 @@
 // Ceilings: this machine's measured roofline (memory read bandwidth and peak FLOP/s, for a given
-// thread count; on a CPU also the integer kernels' peak, a second compute roof), as measured by `ridge probe` and saved as a small JSON file that the other
-// commands (bench, generate, explain, roofline) reuse. Attainable = min(peak, I * bandwidth).
+// thread count; on a CPU also the integer kernels' peak, a second compute roof), as measured by
+// `ridge probe` and saved as a small JSON file that the other commands (bench, generate, explain,
+// roofline) reuse. Attainable = min(peak, I * bandwidth).
 #pragma once
 #include <optional>
 #include <string>
