@@ -699,7 +699,7 @@ constexpr int kLaneWRows = 4;  // weight rows per pass
 
 // A group of L rows of X repacked (L = 16 on zmm, 8 on ymm): pairs[(b * 16 + p) * L + i] holds codes
 // 2p and 2p + 1 of block b of row i; d, sum and code_sum (4 * the sum of the block's codes) are per
-// block in the same order ((b * L + i)).
+// block in the same order ((b * L + i)); code_sum only for L = 8.
 struct LaneRows {
     const int32_t* pairs;
     const float* d;
@@ -735,9 +735,11 @@ const LanePack<L>& lane_pack(const QuantizedRows& X) {
                 const size_t at = size_t((g * nb + b) * L + i);
                 pack.d[at] = X.scales(row)[b];
                 pack.sum[at] = X.sums(row)[b];
-                int32_t code_sum = 0;
-                for (int c = 0; c < 32; c++) code_sum += q[b * 32 + c];
-                pack.code_sum[at] = 4 * code_sum;
+                if constexpr (L == 8) {  // only dot_lanes8 takes the offset off (its codes lack it)
+                    int32_t code_sum = 0;
+                    for (int c = 0; c < 32; c++) code_sum += q[b * 32 + c];
+                    pack.code_sum[at] = 4 * code_sum;
+                }
                 for (int p = 0; p < 16; p++) {
                     int32_t pair;
                     std::memcpy(&pair, q + b * 32 + 2 * p, sizeof pair);
