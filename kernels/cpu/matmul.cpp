@@ -803,7 +803,7 @@ constexpr int64_t kLaneRows = 16;  // rows of X in a zmm's lanes
 // row i of group g goes to y[(g * 16 + i) * y_stride + r], for r < rows (the others repeat a row, to
 // keep the pass whole). Each broadcast pair of weight codes serves the G groups: a broadcast costs
 // about what a multiply-add does, and two groups at a time made 64 rows of X 8-12% faster than one
-// (docs/measurements/2026-12-05-xeon-model167.md).
+// (the measurements are linked from docs/cpu-kernels.md).
 template <class Dec, int G>
 inline void dot_lanes(const LaneWeights& w, const LaneRows* x, int64_t nb, float* y, int64_t y_stride, int rows) {
     constexpr int R = kLaneWRows;
@@ -913,6 +913,9 @@ inline void dot_lanes8(const LaneWeights& w, const LaneRows& x, int64_t nb, floa
 // kLaneWRows weight rows a pass (a short last pass repeats its last row) against each group of L
 // rows of X in turn (zmm: two groups at a time), so the pass's weight rows are read from memory once
 // and decoded once. Returns the rows of X it computed.
+// Cost: that of matmul_int_cost for these rows (the same multiply-adds and weight bytes as the fold);
+// besides, each calling thread packs the rows of X (m * k codes copied) and decodes its share of W
+// once into a buffer of 4 rows.
 template <class Dec, IntForm F>
 int64_t v4_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
     constexpr bool kZmm = F != IntForm::ymm;
