@@ -154,7 +154,8 @@ TEST_P(MatmulIntTypes, V4MatchesScalarTwin) {
     // tail of the X pairs), rows of 1 to 48 blocks; the last cases are past kParallelMinWork, so
     // OpenMP runs them.
     const Case cases[] = {{1, 1, 32},  {1, 7, 64},   {2, 5, 96},   {3, 13, 32},  {5, 33, 160},
-                          {2, 3, 128}, {4, 9, 256}, {1, 401, 96}, {7, 67, 576}, {1, 70, 1536}};
+                          {2, 3, 128}, {4, 9, 256}, {1, 401, 96}, {7, 67, 576}, {1, 70, 1536},
+                          {17, 9, 160}, {37, 67, 576}};  // the rows of X in lanes (16 on zmm, 8 on ymm) and the rest
     uint32_t seed = 4321;
     for (const Case& cs : cases) {
         const test::OwnedWeight W = test::random_weight(t, cs.n, cs.k, seed++);
