@@ -43,8 +43,9 @@ Weight random_weight(DType t, int64_t n, int64_t k) {
     return w;
 }
 
-// The first three take every benchmark; the rest (the other integer-kernel types) the integer ones.
-const DType kTypes[] = {DType::Q4_1, DType::Q8_0, DType::F16, DType::Q4_0, DType::Q5_0, DType::Q5_1};
+// The first three take every benchmark; the next three (the other integer-kernel types) the integer
+// ones; the K-quants the K-quant kernel and v6.
+const DType kTypes[] = {DType::Q4_1, DType::Q8_0, DType::F16, DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q6_K};
 
 // args: type index, n, k, m.
 void run(benchmark::State& state, cpu::Cost (*fn)(const TensorView&, const float*, int64_t, float*)) {
@@ -92,7 +93,18 @@ cpu::Cost v4_zmm_loads(const TensorView& W, const cpu::QuantizedRows& X, float* 
 cpu::Cost v4_ymm(const TensorView& W, const cpu::QuantizedRows& X, float* Y) {
     return cpu::matmul_v4_int_as(W, X, Y, cpu::IntForm::ymm);
 }
+// The K-quant integer kernel, quantization included, as int_run.
+template <cpu::IntForm kForm>
+void int_k_run(benchmark::State& state) {
+    run(state, [](const TensorView& W, const float* X, int64_t m, float* Y) {
+        static thread_local cpu::QuantizedRows q;
+        cpu::quantize_rows(X, m, W.ne(0), q);
+        return cpu::matmul_v4_int_k_as(W, q, Y, kForm);
+    });
+}
 void BM_v4_int(benchmark::State& s) { int_run<cpu::matmul_v4_int>(s); }
+void BM_v4_int_k(benchmark::State& s) { int_k_run<cpu::IntForm::zmm_loads>(s); }  // ymm where the build has no AVX-512
+void BM_v4_int_k_ymm(benchmark::State& s) { int_k_run<cpu::IntForm::ymm>(s); }
 void BM_v4_int_zmm_loads(benchmark::State& s) { int_run<v4_zmm_loads>(s); }
 void BM_v4_int_ymm(benchmark::State& s) { int_run<v4_ymm>(s); }
 
@@ -120,6 +132,23 @@ BENCHMARK(BM_v6_packed)->Apply(prefill_args);
 BENCHMARK(BM_v3_simd)->Apply(decode_args);
 BENCHMARK(BM_v4_int)->Apply(int_decode_args);
 BENCHMARK(BM_v4_int)->Apply(int_batch_args)->Name("BM_v4_int_batch");
+// K-quants on Llama-3.2-1B's gate/up (8192 x 2048) and down (2048 x 8192) shapes (SmolLM2's 576 is
+// not a multiple of 256): decode and batched decode, and v6 beside them at the rows where the
+// tiled threshold is chosen.
+void int_k_args(benchmark::internal::Benchmark* b) {
+    for (int t : {6, 7})
+        for (int m : {1, 4, 16, 64}) b->Args({t, 8192, 2048, m})->Args({t, 2048, 8192, m});
+    b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+void int_k_threshold_args(benchmark::internal::Benchmark* b) {
+    for (int t : {6, 7})
+        for (int m : {22, 32, 48, 64, 96, 112, 128}) b->Args({t, 8192, 2048, m});
+    b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK(BM_v4_int_k)->Apply(int_k_args);
+BENCHMARK(BM_v4_int_k_ymm)->Apply(int_k_args);
+BENCHMARK(BM_v4_int_k)->Apply(int_k_threshold_args)->Name("BM_v4_int_k_threshold");
+BENCHMARK(BM_v6_packed)->Apply(int_k_threshold_args)->Name("BM_v6_packed_k_threshold");
 BENCHMARK(BM_v4_int_zmm_loads)->Apply(int_decode_args);
 BENCHMARK(BM_v4_int_ymm)->Apply(int_decode_args);
 

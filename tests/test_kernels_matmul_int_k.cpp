@@ -1,9 +1,12 @@
 // Integer activations for K-quant weights (kernels/cpu/matmul.cpp): Q4_K and Q6_K against
 // the dequantized reference on exact integers, the scalar twin within the rounding bound of the f32
-// reference, v4_int_k against its twin for odd sizes, and bad inputs.
+// reference, v4_int_k against its twin for odd sizes, a batch's rows (the rows of X in the lanes)
+// the same as alone bit for bit, and bad inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -153,7 +156,7 @@ TEST_P(MatmulIntKTypes, V4MatchesScalarTwin) {
     // pairs); the larger cases are past kParallelMinWork, so OpenMP runs them.
     uint32_t seed = 2024;
     for (int64_t n : {1, 3, 5, 7, 13, 33, 401})
-        for (int64_t m : {1, 2, 3, 5})
+        for (int64_t m : {1, 2, 3, 5, 17})  // 17: the rows of X in lanes (16 or 2 x 8), then one
             for (int64_t k : {256, 512, 768}) {
                 const test::OwnedWeight W = test::random_weight(t, n, k, seed++);
                 const std::vector<float> X = test::random_floats(size_t(m * k), seed++, -4.0f, 4.0f);
@@ -203,6 +206,47 @@ TEST_P(MatmulIntKTypes, OneRowOfXIsTheSameAsInABatch) {
             const std::vector<float> X = test::random_floats(size_t(m * k), seed++, -4.0f, 4.0f);
             test::expect_rows_alone_as_in_batch(W.view, X, m, k, cpu::matmul_v4_int_k);
         }
+}
+
+// Batches of 8 to 69 rows of X (the rows of X in the lanes of zmm registers 16 at a time, or of
+// ymm ones 8 at a time, the m % 16 left by the fold), in order and shuffled, on both lane forms:
+// every row's outputs are memcmp-equal to the same row alone (the fold, one row of X), an all-zero
+// row's signed zeros included.
+TEST_P(MatmulIntKTypes, ManyRowsOfXInAnyOrderAreTheSameAsAlone) {
+    const DType t = GetParam();
+    if (!cpu::int_k_simd_types(t)) GTEST_SKIP() << "no AVX2 in this build";
+    uint32_t seed = 4242;
+    for (int64_t k : {256, 768})
+        for (int64_t n : {3, 5, 67})
+            for (int64_t m : {8, 15, 16, 17, 33, 64, 69}) {
+                const test::OwnedWeight W = test::random_weight(t, n, k, seed++);
+                std::vector<float> X = test::random_floats(size_t(m * k), seed++, -4.0f, 4.0f);
+                for (int64_t c = 0; c < k; c++) X[size_t(3 * k + c)] = 0.0f;
+                std::vector<int64_t> order(static_cast<size_t>(m));  // row i of the shuffle is row order[i]
+                for (int64_t i = 0; i < m; i++) order[size_t(i)] = (i * 29 + 7) % m;
+                std::vector<float> X_shuffled(X.size());
+                for (int64_t i = 0; i < m; i++) std::copy_n(X.data() + order[size_t(i)] * k, k, X_shuffled.data() + i * k);
+                for (const cpu::IntForm form : {cpu::int_form(), cpu::IntForm::ymm}) {
+                    auto run = [&](const float* x, int64_t rows) {
+                        QuantizedRows q;
+                        cpu::quantize_rows(x, rows, k, q);
+                        std::vector<float> y(size_t(rows * n), -99.0f);
+                        cpu::matmul_v4_int_k_as(W.view, q, y.data(), form);
+                        return y;
+                    };
+                    const std::vector<float> batch = run(X.data(), m), shuffled = run(X_shuffled.data(), m);
+                    for (int64_t i = 0; i < m; i++) {
+                        const std::vector<float> alone = run(X.data() + order[size_t(i)] * k, 1);
+                        const std::string where = std::string(dtype_name(t)) + (form == cpu::IntForm::ymm ? " ymm" : " zmm") +
+                                                  " k=" + std::to_string(k) + " n=" + std::to_string(n) +
+                                                  " m=" + std::to_string(m) + " row " + std::to_string(order[size_t(i)]);
+                        ASSERT_EQ(std::memcmp(alone.data(), batch.data() + order[size_t(i)] * n, sizeof(float) * n), 0)
+                            << where << " (in the batch)";
+                        ASSERT_EQ(std::memcmp(alone.data(), shuffled.data() + i * n, sizeof(float) * n), 0)
+                            << where << " (shuffled, at " << i << ")";
+                    }
+                }
+            }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulIntKTypes, ::testing::ValuesIn(kIntKTypes),

@@ -398,8 +398,9 @@ Cost matmul_v5_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
 
 bool has_int_kernel(DType t) { return int_simd_types(t) || int_k_simd_types(t); }
 int64_t tiled_min_rows(DType t, bool integers) {
-    if (!integers || !int_simd_types(t)) return kTiledMinRows;
-    return int_zmm_kernel() ? kTiledMinRowsIntZmm : kTiledMinRowsInt;
+    if (!integers || !has_int_kernel(t)) return kTiledMinRows;
+    if (int_zmm_kernel()) return kTiledMinRowsIntZmm;  // both integer kernels' zmm forms
+    return int_simd_types(t) ? kTiledMinRowsInt : kTiledMinRows;
 }
 bool takes_int_input(DType t, int64_t m) { return has_int_kernel(t) && m < tiled_min_rows(t); }
 
@@ -1278,6 +1279,171 @@ void dot_rows_k(const uint8_t* const* w, const XRowK* x, int64_t nsb, float* y, 
         for (int i = 0; i < M; i++) y[i * y_stride + r * y_lane] = simd::hsum8(acc[r][i]);
 }
 
+// ---- many rows of X: the rows of X in the lanes ---------------------------------------------------
+// As for the other integer types (v4_lane_rows above), from 16 rows of X on (8 in the AVX2 form)
+// the rows of X ride in the lanes: each weight row's super-blocks are decoded once (Dec::decode)
+// for all the rows of X, and each pair of weight codes, broadcast, multiplies one vector holding
+// the same pair of 16 (8) rows of X, packed by lane_pack in element order. add() keeps 8 float
+// lanes per (weight row, X row), lane l of ActBlock j the int32 sum of 4 products, pairs l and
+// 8 + l of its lane order, converted and scaled by the scale of its half (lanes 0-3, 4-7) into
+// lane l's accumulator; the rows' 8 lanes are added at the end as hsum8 adds them. Here each of
+// those 8 lanes is an accumulator of its own, a vector across rows of X, taking the same integer
+// sums, scales and operations in the same order: a row's output is bit for bit add()'s alone.
+
+// Pair p of an ActBlock in add()'s lane order is pair kPairOf[p] in element order: lane order
+// holds elements 0-7, 16-23, 8-15, 24-31.
+constexpr int kPairOf[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
+
+// The vector forms, L rows of X in a register's lanes: ymm (AVX2, 8) and zmm (AVX-512, 16).
+struct LanesYmm {
+    static constexpr int64_t L = 8;
+    using F = __m256;
+    using I = __m256i;
+    static I pairs(const int32_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+    static I bcast(const int16_t* w2) { return pair_at_ymm(w2); }  // one pair of codes in every lane
+    // The int32 sum of x0 . w0 and x1 . w1, pair by pair.
+    static I dot2(I x0, I w0, I x1, I w1) { return simd::dot_add_i16(_mm256_madd_epi16(x0, w0), x1, w1); }
+    static F load(const float* p) { return _mm256_load_ps(p); }
+    static F set1(float v) { return _mm256_set1_ps(v); }
+    static F zero() { return _mm256_setzero_ps(); }
+    static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+    static F add(F a, F b) { return _mm256_add_ps(a, b); }
+    static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+    static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
+    static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+    static void store(float* p, F v) { _mm256_store_ps(p, v); }
+};
+
+#if RIDGE_MATMUL_V4_ZMM
+struct LanesZmm {
+    static constexpr int64_t L = 16;
+    using F = __m512;
+    using I = __m512i;
+    static I pairs(const int32_t* p) { return _mm512_load_si512(p); }
+    static I bcast(const int16_t* w2) { return pair_at_zmm(w2); }
+    static I dot2(I x0, I w0, I x1, I w1) {
+#if defined(__AVX512VNNI__)
+        return _mm512_dpwssd_epi32(_mm512_madd_epi16(x0, w0), x1, w1);
+#else
+        return _mm512_add_epi32(_mm512_madd_epi16(x0, w0), _mm512_madd_epi16(x1, w1));
+#endif
+    }
+    static F load(const float* p) { return _mm512_load_ps(p); }
+    static F set1(float v) { return _mm512_set1_ps(v); }
+    static F zero() { return _mm512_setzero_ps(); }
+    static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+    static F add(F a, F b) { return _mm512_add_ps(a, b); }
+    static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+    static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+    static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
+    static void store(float* p, F v) { _mm512_store_ps(p, v); }
+};
+#endif
+
+// R weight rows' super-blocks as Dec::decode lays them out: super-block s of row r at
+// codes[(s * R + r) * 256], scale[(s * R + r) * 16], mn[(s * R + r) * 8].
+struct LaneWeightsK {
+    std::vector<int16_t, CacheLineAllocator<int16_t>> codes;
+    std::vector<float> scale, mn;
+};
+
+template <class Dec, int R>
+void decode_lane_weights_k(const uint8_t* const* w, int64_t nsb, LaneWeightsK& out) {
+    if (out.scale.size() < size_t(nsb * R * 16))
+        out.codes.resize(size_t(nsb * R * QK_K)), out.scale.resize(size_t(nsb * R * 16)), out.mn.resize(size_t(nsb * R * 8));
+    for (int64_t s = 0; s < nsb; s++)
+        for (int r = 0; r < R; r++) {
+            const size_t at = size_t(s * R + r);
+            Dec::decode(reinterpret_cast<const typename Dec::Block*>(w[r])[s], out.codes.data() + at * QK_K,
+                        out.scale.data() + at * 16, out.mn.data() + at * 8);
+        }
+}
+
+// The R decoded weight rows times G groups of L rows of X, x[0..G) (V::L): row r's output for row i
+// of group g goes to y[(g * L + i) * y_stride + r], for r < rows (the others repeat a row, to keep
+// the pass whole). acc[r][l][g] is add()'s lane l for weight row r, across group g's rows of X;
+// each vector of X serves the R weight rows, each broadcast pair of weight codes the G groups.
+template <class Dec, class V, int R, int G>
+inline void dot_lanes_k(const LaneWeightsK& w, const LaneRows* x, int64_t nsb, float* y, int64_t y_stride, int rows) {
+    using F = typename V::F;
+    constexpr int64_t L = V::L;
+    constexpr int kSub = QK_K / 32;
+    F acc[R][8][G];
+    for (int r = 0; r < R; r++)
+        for (int l = 0; l < 8; l++)
+            for (int g = 0; g < G; g++) acc[r][l][g] = V::zero();
+    for (int64_t s = 0; s < nsb; s++) {
+        if constexpr (Dec::kHasMin)  // - dmin m_j sum_j, lane l taking sub-block l's
+            for (int l = 0; l < 8; l++)
+                for (int g = 0; g < G; g++) {
+                    const F sx = V::load(x[g].sum + (s * kSub + l) * L);
+                    for (int r = 0; r < R; r++) acc[r][l][g] = V::fnma(V::set1(w.mn[size_t((s * R + r) * 8 + l)]), sx, acc[r][l][g]);
+                }
+        for (int j = 0; j < kSub; j++) {  // ActBlock j of the super-block
+            const int64_t b = s * kSub + j;
+            F scale[R][2][G];  // lanes 0-3, lanes 4-7
+            for (int g = 0; g < G; g++) {
+                const F dx = V::load(x[g].d + b * L);
+                for (int r = 0; r < R; r++)
+                    for (int h = 0; h < 2; h++) scale[r][h][g] = V::mul(V::set1(w.scale[size_t((s * R + r) * 16 + 2 * j + h)]), dx);
+            }
+            for (int l = 0; l < 8; l++) {
+                typename V::I x0[G], x1[G];
+                for (int g = 0; g < G; g++) {
+                    const int32_t* xb = x[g].pairs + b * 16 * L;
+                    x0[g] = V::pairs(xb + kPairOf[l] * L), x1[g] = V::pairs(xb + kPairOf[8 + l] * L);
+                }
+                for (int r = 0; r < R; r++) {
+                    const int16_t* c = w.codes.data() + size_t((s * R + r) * QK_K + 32 * j);
+                    const typename V::I w0 = V::bcast(c + 2 * l), w1 = V::bcast(c + 2 * (8 + l));
+                    for (int g = 0; g < G; g++)
+                        acc[r][l][g] = V::fma(scale[r][l / 4][g], V::cvt(V::dot2(x0[g], w0, x1[g], w1)), acc[r][l][g]);
+                }
+            }
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        alignas(64) float out[R][L];
+        for (int r = 0; r < R; r++) {  // hsum8's order: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))
+            F a[8];
+            for (int l = 0; l < 8; l++) a[l] = acc[r][l][g];
+            V::store(out[r], V::add(V::add(V::add(a[0], a[4]), V::add(a[2], a[6])), V::add(V::add(a[1], a[5]), V::add(a[3], a[7]))));
+        }
+        for (int64_t i = 0; i < L; i++)
+            for (int r = 0; r < rows; r++) y[(g * L + i) * y_stride + r] = out[r][i];
+    }
+}
+
+// Output rows [j0, j1) for the first L * floor(m / L) rows of X (V::L), kRowsK weight rows a pass
+// (a short last pass repeats its last row) decoded once for every group of L rows of X. Returns
+// the rows of X it computed. Cost: that of matmul_int_cost for these rows; besides, each calling
+// thread packs the rows of X (m * k codes copied) and decodes its share of W once into a buffer of
+// kRowsK rows.
+template <class Dec, class V>
+int64_t v4_k_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
+    constexpr int64_t L = V::L;
+    // The accumulators fill the registers: 2 weight rows on zmm (16 of 32), 1 on ymm (8 of 16). One
+    // group of X a pass: on zmm, 2 rows x 1 group ran 1.2-1.6x faster than 1 row x 2 groups (sharing
+    // the broadcasts instead of the loads of X) and 1 x 1 (docs/measurements/).
+    constexpr int R = L == 16 ? 2 : 1, G = 1;
+    const int64_t groups = X.m / L;
+    if (groups == 0) return 0;
+    const int64_t n = W.ne(1), nb = X.k / 32, nsb = X.k / QK_K;
+    const LanePack<L>& pack = lane_pack<L>(X);
+    static thread_local LaneWeightsK decoded;
+    for (int64_t j = j0; j < j1; j += R) {
+        const int rows = int(std::min<int64_t>(R, j1 - j));
+        const uint8_t* w[R];
+        for (int r = 0; r < R; r++) w[r] = W.row(j + std::min(r, rows - 1));
+        decode_lane_weights_k<Dec, R>(w, nsb, decoded);
+        for (int64_t g = 0; g < groups; g++) {
+            const LaneRows x = pack.group(g, nb);
+            dot_lanes_k<Dec, V, R, G>(decoded, &x, nsb, Y + g * L * n + j, n, rows);
+        }
+    }
+    return groups * L;
+}
+
 // Output rows [j0, j1) (j0 a multiple of 4), 4 weight rows per pass, the rows of X 4 at a time
 // (then 2, then 1): each decoded super-block serves as many rows of X as the registers allow.
 // As v4_rows (above), the share is read as 4 runs of whole rows, one per weight row of a
@@ -1285,16 +1451,23 @@ void dot_rows_k(const uint8_t* const* w, const XRowK* x, int64_t nsb, float* y, 
 // one long run of memory, which the hardware prefetchers follow. Groups of 4 neighbouring rows
 // (with no prefetch of their own) take up to twice as long from DRAM
 // (docs/measurements/source-comment-history.md). Each row's sums are its own (no lanes shared), so
-// the output is the same either way.
-template <class Dec>
+// the output is the same either way. With 16 rows of X and more (8 in the ymm form), the rows of X
+// ride in the lanes first (v4_k_lane_rows), and this loop takes only the m % 16 left.
+template <class Dec, IntForm F>
 void v4_k_rows(const TensorView& W, const XPrepared& xp, float* Y, int64_t j0, int64_t j1) {
     const int64_t n = W.ne(1), nsb = xp.x->k / QK_K;
+    int64_t t0 = 0;  // the rows of X before t0 are done
+#if RIDGE_MATMUL_V4_ZMM
+    if constexpr (F != IntForm::ymm) t0 = v4_k_lane_rows<Dec, LanesZmm>(W, *xp.x, Y, j0, j1);
+#endif
+    if constexpr (F == IntForm::ymm) t0 = v4_k_lane_rows<Dec, LanesYmm>(W, *xp.x, Y, j0, j1);
+    if (t0 == xp.x->m) return;
     {
         const int64_t g = (j1 - j0) / 4, m = xp.x->m;
         for (int64_t i = 0; i < g; i++) {
             const uint8_t* w[4];
             for (int r = 0; r < 4; r++) w[r] = W.row(j0 + r * g + i);
-            int64_t t = 0;
+            int64_t t = t0;
             for (; t + 4 <= m; t += 4) {  // batched decode: each decoded block serves 4 rows of X
                 const XRowK x[4] = {xp.row(t), xp.row(t + 1), xp.row(t + 2), xp.row(t + 3)};
                 dot_rows_k<Dec, 4, 4>(w, x, nsb, Y + t * n + j0 + i, n, g);
@@ -1311,23 +1484,32 @@ void v4_k_rows(const TensorView& W, const XPrepared& xp, float* Y, int64_t j0, i
         j0 += 4 * g;
     }
     // The 1-3 rows left, one by one.
-    for_row_groups<4, 2>(j0, j1, xp.x->m, n, Y, [&](int64_t j) { return W.row(j); },
+    for_row_groups<4, 2>(j0, j1, xp.x->m - t0, n, Y + t0 * n, [&](int64_t j) { return W.row(j); },
                          [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
                              XRowK x[M];
-                             for (int t = 0; t < M; t++) x[t] = xp.row(i + t);
+                             for (int t = 0; t < M; t++) x[t] = xp.row(t0 + i + t);
                              dot_rows_k<Dec, R, M>(w, x, nsb, y, ys);
                          });
 }
 
-// X's codes in lane order, shared by the job's calls (one per thread).
+// X's codes in lane order, shared by the job's calls (one per thread). The form says which lanes
+// kernel takes 16 rows of X and more (zmm, where the build has it) or 8 and more (ymm); the fold
+// for the rest is the ymm one either way.
 template <class Dec>
-RowJob v4_k_job(const TensorView& W, const QuantizedRows& X, float* Y) {
+RowJob v4_k_job(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form) {
     auto xp = std::make_shared<const XPrepared>(prepare(X));
     RowJob job;
     job.rows = W.ne(1);
     job.align = 4;
     job.row_cost = double(row_bytes(W.type, X.k));
-    job.run = [&W, xp, Y](int64_t j0, int64_t j1) { v4_k_rows<Dec>(W, *xp, Y, j0, j1); };
+#if RIDGE_MATMUL_V4_ZMM
+    if (form != IntForm::ymm) {
+        job.run = [&W, xp, Y](int64_t j0, int64_t j1) { v4_k_rows<Dec, IntForm::zmm_loads>(W, *xp, Y, j0, j1); };
+        return job;
+    }
+#endif
+    (void)form;
+    job.run = [&W, xp, Y](int64_t j0, int64_t j1) { v4_k_rows<Dec, IntForm::ymm>(W, *xp, Y, j0, j1); };
     return job;
 }
 #endif  // RIDGE_MATMUL_V4K
@@ -1358,22 +1540,28 @@ Cost matmul_int_k_scalar(const TensorView& W, const QuantizedRows& X, float* Y) 
     return matmul_int_cost(W, X.m);
 }
 
-Cost matmul_v4_int_k(const TensorView& W, const QuantizedRows& X, float* Y) {
-    const RowJob job = int_k_row_job(W, X, Y);
+Cost matmul_v4_int_k(const TensorView& W, const QuantizedRows& X, float* Y) { return matmul_v4_int_k_as(W, X, Y, int_form()); }
+
+Cost matmul_v4_int_k_as(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form) {
+    const RowJob job = int_k_row_job(W, X, Y, form);
     run_row_jobs(&job, 1, double(X.m) * double(W.ne(1)) * double(X.k) >= kParallelMinWork);
     return matmul_int_cost(W, X.m);
 }
 
-RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y) {
+RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y) { return int_k_row_job(W, X, Y, int_form()); }
+
+RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form) {
     check_int_k(W, X, "matmul_v4_int_k");
     if (!int_k_simd_types(W.type)) throw Error("matmul_v4_int_k: this build has no AVX2 + FMA + F16C");
 #if RIDGE_MATMUL_V4K
     switch (W.type) {
-        case DType::Q4_K: return v4_k_job<IntQ4_K<block_q4_K>>(W, X, Y);
-        case DType::Q5_K: return v4_k_job<IntQ4_K<block_q5_K>>(W, X, Y);
-        case DType::Q6_K: return v4_k_job<IntQ6_K>(W, X, Y);
+        case DType::Q4_K: return v4_k_job<IntQ4_K<block_q4_K>>(W, X, Y, form);
+        case DType::Q5_K: return v4_k_job<IntQ4_K<block_q5_K>>(W, X, Y, form);
+        case DType::Q6_K: return v4_k_job<IntQ6_K>(W, X, Y, form);
         default: break;
     }
+#else
+    (void)form;
 #endif
     return RowJob{};
 }

@@ -20,7 +20,8 @@
 //              and packed, and a 6 x 16 (6 x 32) register tile of f32 FMAs. Any loadable type; each
 //              element one FMA chain over k in order, whatever m is.
 // matmul() picks the variant: below tiled_min_rows(type) rows of X (22, or 40 for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0
-// given integer input, 112 where their kernel has its AVX-512 form) it takes matmul_rows (the
+// given integer input, 112 for them and the K-quants where the integer kernels have their AVX-512
+// forms) it takes matmul_rows (the
 // row-exact kernels: v4_int / v4_int_k given X as 16-bit integers (below), else v3 where
 // the CPU has it, else v1); from there on it takes matmul_tiled (v6, or v2 for F32 weights, used
 // in place).
@@ -162,17 +163,23 @@ Cost matmul_v4_int_as(const TensorView& W, const QuantizedRows& X, float* Y, Int
 
 // K-quant weights on the same rows: Q4_K, Q5_K and Q6_K super-blocks of 256, each
 // dotted with 8 ActBlocks exactly in int32 per ActBlock (Q6_K: per 16-element group), scaled once.
-// Same contract and cost as above; k must be a multiple of 256. v4_int_k also needs AVX2.
+// Same contract and cost as above; k must be a multiple of 256. v4_int_k also needs AVX2: 4 weight
+// rows (4 runs) a step, 4 rows of X at a time, in ymm registers; from 16 rows of X on (8 in the ymm
+// form) the rows of X in the lanes of zmm (ymm) registers instead, each weight row's super-blocks
+// decoded once for all of them, a row's output bit for bit the same as alone. The form: zmm (either
+// zmm form, where the build has AVX-512) or ymm lanes; the rest is the same.
 bool int_k_types(DType t);
 bool int_k_simd_types(DType t);
 Cost matmul_int_k_scalar(const TensorView& W, const QuantizedRows& X, float* Y);
 Cost matmul_v4_int_k(const TensorView& W, const QuantizedRows& X, float* Y);
+Cost matmul_v4_int_k_as(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form);
 
 // The same two kernels as row jobs (above), so that several weights reading one X run in one
 // OpenMP region (matmul_rows_fused in matmul.h): W, X and Y must outlive the job. Checks as above.
 RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y);    // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form);
 RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y);  // Q4_K, Q5_K, Q6_K
+RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form);
 
 
 // -----------------------------------------------------------------------------------------------
@@ -241,13 +248,14 @@ void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, f
 // the row-exact kernels are faster (SmolLM2 prefill of p tokens, 2 threads, the two ways
 // alternating; the ratios are in docs/measurements/source-comment-history.md):
 //   kTiledMinRows, for the f32 row kernels (v3: F16, BF16, F32, and every type under --exact) and
-//   the K-quants: F16's row-exact path is faster up to 20 rows, slower from 24.
+//   the K-quants in the ymm build: F16's row-exact path is faster up to 20 rows, slower from 24.
 //   kTiledMinRowsInt, for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 on 16-bit integer input (4 weight rows in
 //   lanes): faster up to 40 rows (about even at 48 for Q4_1); Q5_1 (its high bits cost the kernel
 //   more) crosses nearer 36, and is left at 40 with the others.
 //   kTiledMinRowsIntZmm, the same where the integer kernel has its AVX-512 form (int_zmm_kernel(),
 //   8 weight rows in zmm lanes), against v6's zmm tile, on a Zen 5: Q4_1 crosses between 96 and
-//   128 rows, Q8_0 past 192.
+//   128 rows, Q8_0 past 192. The K-quants take it too where their kernel has its zmm lanes: on a
+//   Xeon (model 207) Q4_K and Q6_K on 1B shapes ran 1.4-9x faster than v6 at 22-128 rows.
 inline constexpr int64_t kTileRows = 32;
 inline constexpr int64_t kTiledMinRows = 22;
 inline constexpr int64_t kTiledMinRowsInt = 40;

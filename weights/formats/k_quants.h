@@ -202,18 +202,27 @@ inline __m256i k_block_dot(__m256i a, __m256i b, const int16_t* xq) {
 }
 
 // One decoder per type: super-block s of a row, added to acc[i] for the M rows of X (lane sums
-// are y's contributions; the caller adds the 8 lanes at the end). Q5_K is Q4_K with a fifth bit
-// per code: chunk c's low nibbles (sub-block 2c) take bit 2c of their element's qh byte, its high
-// nibbles bit 2c + 1, moved to bit 4 by a shift of qh (shifted 2 further each chunk) and a mask.
+// are y's contributions; the caller adds the 8 lanes at the end), and the same super-block
+// decoded to memory for the kernel that holds the rows of X in its lanes (decode). Q5_K is Q4_K
+// with a fifth bit per code: chunk c's low nibbles (sub-block 2c) take bit 2c of their element's
+// qh byte, its high nibbles bit 2c + 1, moved to bit 4 by a shift of qh (shifted 2 further each
+// chunk) and a mask.
+//
+// decode's layout, per super-block: codes (256) sub-block j's 32 codes at 32j in lane order (the
+// int16 vectors add() multiplies, one after the other); scale (16) the f32 scale of lanes 0-3
+// (2j) and of lanes 4-7 (2j + 1) of sub-block j's int32 products; mn (8) Q4_K's and Q5_K's
+// dmin * m_j (Q6_K has none). Every value is the one add() computes, so a kernel that repeats
+// add()'s operations per lane on them gets add()'s results bit for bit.
 template <class BlockType>
 struct IntQ4_K {
     using Block = BlockType;
     static constexpr int kSub = QK_K / 32;  // blocks of 32 activations per super-block
     static constexpr bool kFive = std::is_same_v<Block, block_q5_K>;
-    template <int M, class XRow>
-    static void add(const Block& blk, const XRow* x, int64_t s, __m256* acc) {
-        // The 12 packed bytes -> 8 scales and 8 mins, one byte each (llama.cpp's unpacking of
-        // q4k_scale_min): u[0..1] scales 0..7, u[2..3] mins 0..7.
+    static constexpr bool kHasMin = true;
+    // d * sc_j and dmin * m_j of the 8 sub-blocks j, as f32 lanes j. The 12 packed bytes -> 8
+    // scales and 8 mins, one byte each (llama.cpp's unpacking of q4k_scale_min): u[0..1] scales
+    // 0..7, u[2..3] mins 0..7.
+    static void scales(const Block& blk, __m256& sc, __m256& mn) {
         uint32_t u[4];
         std::memcpy(u, blk.scales, 12);
         constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
@@ -223,35 +232,63 @@ struct IntQ4_K {
         u[2] = mins_lo;
         u[0] &= kLow6;
         const __m128i packed = _mm_set_epi32(int(u[3]), int(u[2]), int(u[1]), int(u[0]));
-        const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(packed)));
-        const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.dmin)),
-                                        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(packed, 8))));
+        sc = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(packed)));
+        mn = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.dmin)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(packed, 8))));
+    }
+    // Q5_K: the high bits of chunk 0 in bits 0 and 1 of each byte.
+    static __m256i high_bits(const Block& blk) {
+        if constexpr (kFive) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
+        return _mm256_setzero_si256();
+    }
+    // Chunk c's 64 codes in lane order: sub-block 2c in (q[0], q[1]), 2c + 1 in (q[2], q[3]); qh
+    // (Q5_K) moves on to the next chunk's bits.
+    static void chunk(const Block& blk, int c, [[maybe_unused]] __m256i& qh, __m256i* q) {
+        const __m256i m4 = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (kFive) {
+            const __m256i b4 = _mm256_set1_epi8(0x10);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b4));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b4));
+            qh = _mm256_srli_epi16(qh, 2);
+        }
+        q[0] = _mm256_unpacklo_epi8(lo, zero), q[1] = _mm256_unpackhi_epi8(lo, zero);
+        q[2] = _mm256_unpacklo_epi8(hi, zero), q[3] = _mm256_unpackhi_epi8(hi, zero);
+    }
+    template <int M, class XRow>
+    static void add(const Block& blk, const XRow* x, int64_t s, __m256* acc) {
+        __m256 sc, mn;
+        scales(blk, sc, mn);
         alignas(32) float scale[M][kSub];  // d * sc_j * d_x,j, broadcast from memory (no shuffle)
         for (int i = 0; i < M; i++) {
             _mm256_store_ps(scale[i], _mm256_mul_ps(sc, _mm256_loadu_ps(x[i].d + s * kSub)));
             acc[i] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps(x[i].sum + s * kSub), acc[i]);  // - dmin m_j sum_j
         }
-        const __m256i m4 = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
-        [[maybe_unused]] __m256i qh;  // Q5_K: the high bits of chunk c in bits 0 and 1 of each byte
-        if constexpr (kFive) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
+        __m256i qh = high_bits(blk);
         for (int c = 0; c < 4; c++) {  // 32 bytes: sub-block 2c in the low nibbles, 2c+1 in the high
-            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
-            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            if constexpr (kFive) {
-                const __m256i b4 = _mm256_set1_epi8(0x10);
-                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b4));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b4));
-                qh = _mm256_srli_epi16(qh, 2);
-            }
-            const __m256i la = _mm256_unpacklo_epi8(lo, zero), lb = _mm256_unpackhi_epi8(lo, zero);
-            const __m256i ha = _mm256_unpacklo_epi8(hi, zero), hb = _mm256_unpackhi_epi8(hi, zero);
+            __m256i q[4];
+            chunk(blk, c, qh, q);
             for (int i = 0; i < M; i++) {
                 const int16_t* xq = x[i].q + (s * kSub + 2 * c) * 32;
-                const __m256 p0 = _mm256_cvtepi32_ps(k_block_dot(la, lb, xq));
-                const __m256 p1 = _mm256_cvtepi32_ps(k_block_dot(ha, hb, xq + 32));
+                const __m256 p0 = _mm256_cvtepi32_ps(k_block_dot(q[0], q[1], xq));
+                const __m256 p1 = _mm256_cvtepi32_ps(k_block_dot(q[2], q[3], xq + 32));
                 acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[i][2 * c]), p0, acc[i]);
                 acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[i][2 * c + 1]), p1, acc[i]);
             }
+        }
+    }
+    static void decode(const Block& blk, int16_t* codes, float* scale, float* mn) {
+        __m256 sc, mv;
+        scales(blk, sc, mv);
+        alignas(32) float s8[kSub];
+        _mm256_store_ps(s8, sc);
+        _mm256_storeu_ps(mn, mv);
+        for (int j = 0; j < kSub; j++) scale[2 * j] = scale[2 * j + 1] = s8[j];
+        __m256i qh = high_bits(blk);
+        for (int c = 0; c < 4; c++) {
+            __m256i q[4];
+            chunk(blk, c, qh, q);
+            for (int t = 0; t < 4; t++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 64 * c + 16 * t), q[t]);
         }
     }
 };
@@ -259,42 +296,61 @@ struct IntQ4_K {
 struct IntQ6_K {
     using Block = block_q6_K;
     static constexpr int kSub = QK_K / 32;
-    template <int M, class XRow>
-    static void add(const block_q6_K& blk, const XRow* x, int64_t s, __m256* acc) {
-        const __m256 d = _mm256_set1_ps(simd::f16(blk.d));
+    static constexpr bool kHasMin = false;
+    // d * sc_g of half h's 8 groups g (of 16 elements), as f32 lanes.
+    static __m256 scales(const block_q6_K& blk, int h) {
+        return _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)),
+                             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h)))));
+    }
+    // Half h's 128 codes (offset taken off) in lane order: ActBlock 4h + k in (q[2k], q[2k + 1]).
+    static void half(const block_q6_K& blk, int h, __m256i* q) {
         const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30), zero = _mm256_setzero_si256();
         const __m256i off = _mm256_set1_epi16(32);
+        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+        // ActBlock 4h + k takes nibble (k >= 2) of ql(k & 1) and bits 2k..2k+1 of qh, as bits 4-5.
+        const __m256i u[4] = {
+            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2)),
+        };
+        for (int k = 0; k < 4; k++) {
+            q[2 * k] = _mm256_sub_epi16(_mm256_unpacklo_epi8(u[k], zero), off);
+            q[2 * k + 1] = _mm256_sub_epi16(_mm256_unpackhi_epi8(u[k], zero), off);
+        }
+    }
+    template <int M, class XRow>
+    static void add(const block_q6_K& blk, const XRow* x, int64_t s, __m256* acc) {
         const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
         for (int h = 0; h < 2; h++) {  // half h: elements 128h..128h+128, ActBlocks 4h..4h+4, groups 8h..8h+8
-            const __m256 sc = _mm256_mul_ps(
-                d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h)))));
+            const __m256 sc = scales(blk, h);
             __m256 scale[M];  // lane g: d * sc_g * d_x of the ActBlock holding group g
             for (int i = 0; i < M; i++) {
                 const __m128 dx = _mm_loadu_ps(x[i].d + s * kSub + 4 * h);
                 scale[i] = _mm256_mul_ps(sc, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dx), dup));
             }
-            const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
-            const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-            // ActBlock 4h + k takes nibble (k >= 2) of ql(k & 1) and bits 2k..2k+1 of qh, as bits 4-5.
-            const __m256i u[4] = {
-                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2)),
-            };
+            __m256i q[8];
+            half(blk, h, q);
             for (int k = 0; k < 4; k++) {
-                const __m256i a = _mm256_sub_epi16(_mm256_unpacklo_epi8(u[k], zero), off);
-                const __m256i b = _mm256_sub_epi16(_mm256_unpackhi_epi8(u[k], zero), off);
                 // Lanes 0-3 hold group 2k of this half, lanes 4-7 group 2k+1.
                 const __m256i g = _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1);
                 for (int i = 0; i < M; i++) {
                     const int16_t* xq = x[i].q + (s * kSub + 4 * h + k) * 32;
-                    const __m256 p = _mm256_cvtepi32_ps(k_block_dot(a, b, xq));
+                    const __m256 p = _mm256_cvtepi32_ps(k_block_dot(q[2 * k], q[2 * k + 1], xq));
                     acc[i] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scale[i], g), p, acc[i]);
                 }
             }
+        }
+    }
+    static void decode(const block_q6_K& blk, int16_t* codes, float* scale, float* /*mn*/) {
+        for (int h = 0; h < 2; h++) {
+            _mm256_storeu_ps(scale + 8 * h, scales(blk, h));  // groups 2j, 2j + 1 of ActBlock j
+            __m256i q[8];
+            half(blk, h, q);
+            for (int t = 0; t < 8; t++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 128 * h + 16 * t), q[t]);
         }
     }
 };
