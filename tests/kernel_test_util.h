@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -105,6 +106,37 @@ inline void expect_rows_alone_as_in_batch(const TensorView& W, const std::vector
         for (int64_t j = 0; j < n; j++)
             ASSERT_EQ(y[size_t(j)], batch[size_t(i * n + j)])
                 << dtype_name(W.type) << " n=" << n << " row " << i << " output " << j;
+    }
+}
+
+// For an integer-input kernel in a given form (matmul_v4_int_as, matmul_v4_int_k_as): the m rows of X
+// (m x k, row 3 set to zeros for the signed zeros) multiplied all at once, in order and shuffled
+// (row i of the shuffle is row (29 i + 7) % m), give each row memcmp-equal to the same row alone.
+inline void expect_any_order_as_alone(const TensorView& W, std::vector<float> X, int64_t m, int64_t k, cpu::IntForm form,
+                                      cpu::Cost (*matmul)(const TensorView&, const cpu::QuantizedRows&, float*, cpu::IntForm)) {
+    const int64_t n = W.ne(1);
+    if (m > 3) std::fill_n(X.begin() + 3 * k, k, 0.0f);
+    std::vector<int64_t> order(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; i++) order[size_t(i)] = (i * 29 + 7) % m;
+    std::vector<float> X_shuffled(X.size());
+    for (int64_t i = 0; i < m; i++) std::copy_n(X.data() + order[size_t(i)] * k, k, X_shuffled.data() + i * k);
+    auto run = [&](const float* x, int64_t rows) {
+        cpu::QuantizedRows q;
+        cpu::quantize_rows(x, rows, k, q);
+        std::vector<float> y(size_t(rows * n), -99.0f);
+        matmul(W, q, y.data(), form);
+        return y;
+    };
+    const std::vector<float> batch = run(X.data(), m), shuffled = run(X_shuffled.data(), m);
+    for (int64_t i = 0; i < m; i++) {
+        const std::vector<float> alone = run(X.data() + order[size_t(i)] * k, 1);
+        const std::string where = std::string(dtype_name(W.type)) + (form == cpu::IntForm::ymm ? " ymm" : " zmm") +
+                                  " k=" + std::to_string(k) + " n=" + std::to_string(n) + " m=" + std::to_string(m) +
+                                  " row " + std::to_string(order[size_t(i)]);
+        ASSERT_EQ(std::memcmp(alone.data(), batch.data() + order[size_t(i)] * n, sizeof(float) * size_t(n)), 0)
+            << where << " (in the batch)";
+        ASSERT_EQ(std::memcmp(alone.data(), shuffled.data() + i * n, sizeof(float) * size_t(n)), 0)
+            << where << " (shuffled, at " << i << ")";
     }
 }
 
