@@ -1359,73 +1359,62 @@ void decode_lane_weights_k(const uint8_t* const* w, int64_t nsb, LaneWeightsK& o
         }
 }
 
-// The R decoded weight rows times G groups of L rows of X, x[0..G) (V::L): row r's output for row i
-// of group g goes to y[(g * L + i) * y_stride + r], for r < rows (the others repeat a row, to keep
-// the pass whole). acc[r][l][g] is add()'s lane l for weight row r, across group g's rows of X;
-// each vector of X serves the R weight rows, each broadcast pair of weight codes the G groups.
-template <class Dec, class V, int R, int G>
-inline void dot_lanes_k(const LaneWeightsK& w, const LaneRows* x, int64_t nsb, float* y, int64_t y_stride, int rows) {
+// The R decoded weight rows times the L rows of X in x (V::L): y[i * y_stride + r] = w[r] . x_i for
+// r < rows (the others repeat a row, to keep the pass whole). acc[r][l] is add()'s lane l for
+// weight row r, across the L rows of X; each vector of X serves the R weight rows.
+// Cost: 2 * R * L * k FLOPs (k = 256 nsb); reads the R decoded rows and the group's packed X (both
+// in cache: the caller decodes a pass once for every group), writes R * L outputs.
+template <class Dec, class V, int R>
+inline void dot_lanes_k(const LaneWeightsK& w, const LaneRows& x, int64_t nsb, float* y, int64_t y_stride, int rows) {
     using F = typename V::F;
     constexpr int64_t L = V::L;
     constexpr int kSub = QK_K / 32;
-    F acc[R][8][G];
+    F acc[R][8];
     for (int r = 0; r < R; r++)
-        for (int l = 0; l < 8; l++)
-            for (int g = 0; g < G; g++) acc[r][l][g] = V::zero();
+        for (int l = 0; l < 8; l++) acc[r][l] = V::zero();
     for (int64_t s = 0; s < nsb; s++) {
         if constexpr (Dec::kHasMin)  // - dmin m_j sum_j, lane l taking sub-block l's
-            for (int l = 0; l < 8; l++)
-                for (int g = 0; g < G; g++) {
-                    const F sx = V::load(x[g].sum + (s * kSub + l) * L);
-                    for (int r = 0; r < R; r++) acc[r][l][g] = V::fnma(V::set1(w.mn[size_t((s * R + r) * 8 + l)]), sx, acc[r][l][g]);
-                }
+            for (int l = 0; l < 8; l++) {
+                const F sx = V::load(x.sum + (s * kSub + l) * L);
+                for (int r = 0; r < R; r++) acc[r][l] = V::fnma(V::set1(w.mn[size_t((s * R + r) * 8 + l)]), sx, acc[r][l]);
+            }
         for (int j = 0; j < kSub; j++) {  // ActBlock j of the super-block
             const int64_t b = s * kSub + j;
-            F scale[R][2][G];  // lanes 0-3, lanes 4-7
-            for (int g = 0; g < G; g++) {
-                const F dx = V::load(x[g].d + b * L);
-                for (int r = 0; r < R; r++)
-                    for (int h = 0; h < 2; h++) scale[r][h][g] = V::mul(V::set1(w.scale[size_t((s * R + r) * 16 + 2 * j + h)]), dx);
-            }
+            const F dx = V::load(x.d + b * L);
+            F scale[R][2];  // lanes 0-3, lanes 4-7
+            for (int r = 0; r < R; r++)
+                for (int h = 0; h < 2; h++) scale[r][h] = V::mul(V::set1(w.scale[size_t((s * R + r) * 16 + 2 * j + h)]), dx);
+            const int32_t* xb = x.pairs + b * 16 * L;
             for (int l = 0; l < 8; l++) {
-                typename V::I x0[G], x1[G];
-                for (int g = 0; g < G; g++) {
-                    const int32_t* xb = x[g].pairs + b * 16 * L;
-                    x0[g] = V::pairs(xb + kPairOf[l] * L), x1[g] = V::pairs(xb + kPairOf[8 + l] * L);
-                }
+                const typename V::I x0 = V::pairs(xb + kPairOf[l] * L), x1 = V::pairs(xb + kPairOf[8 + l] * L);
                 for (int r = 0; r < R; r++) {
                     const int16_t* c = w.codes.data() + size_t((s * R + r) * QK_K + 32 * j);
-                    const typename V::I w0 = V::bcast(c + 2 * l), w1 = V::bcast(c + 2 * (8 + l));
-                    for (int g = 0; g < G; g++)
-                        acc[r][l][g] = V::fma(scale[r][l / 4][g], V::cvt(V::dot2(x0[g], w0, x1[g], w1)), acc[r][l][g]);
+                    const typename V::I sum = V::dot2(x0, V::bcast(c + 2 * l), x1, V::bcast(c + 2 * (8 + l)));
+                    acc[r][l] = V::fma(scale[r][l / 4], V::cvt(sum), acc[r][l]);
                 }
             }
         }
     }
-    for (int g = 0; g < G; g++) {
-        alignas(64) float out[R][L];
-        for (int r = 0; r < R; r++) {  // hsum8's order: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))
-            F a[8];
-            for (int l = 0; l < 8; l++) a[l] = acc[r][l][g];
-            V::store(out[r], V::add(V::add(V::add(a[0], a[4]), V::add(a[2], a[6])), V::add(V::add(a[1], a[5]), V::add(a[3], a[7]))));
-        }
-        for (int64_t i = 0; i < L; i++)
-            for (int r = 0; r < rows; r++) y[(g * L + i) * y_stride + r] = out[r][i];
+    alignas(64) float out[R][L];
+    for (int r = 0; r < R; r++) {  // hsum8's order: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))
+        const F* a = acc[r];
+        V::store(out[r], V::add(V::add(V::add(a[0], a[4]), V::add(a[2], a[6])), V::add(V::add(a[1], a[5]), V::add(a[3], a[7]))));
     }
+    for (int64_t i = 0; i < L; i++)
+        for (int r = 0; r < rows; r++) y[i * y_stride + r] = out[r][i];
 }
 
-// Output rows [j0, j1) for the first L * floor(m / L) rows of X (V::L), kRowsK weight rows a pass
-// (a short last pass repeats its last row) decoded once for every group of L rows of X. Returns
-// the rows of X it computed. Cost: that of matmul_int_cost for these rows; besides, each calling
-// thread packs the rows of X (m * k codes copied) and decodes its share of W once into a buffer of
-// kRowsK rows.
+// Output rows [j0, j1) for the first L * floor(m / L) rows of X (V::L), R weight rows a pass (a
+// short last pass repeats its last row) decoded once for every group of L rows of X. Returns the
+// rows of X it computed. Cost: that of matmul_int_cost for these rows; besides, each calling thread
+// packs the rows of X (m * k codes copied) and decodes its share of W once, R rows at a time.
 template <class Dec, class V>
 int64_t v4_k_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, int64_t j0, int64_t j1) {
     constexpr int64_t L = V::L;
     // The accumulators fill the registers: 2 weight rows on zmm (16 of 32), 1 on ymm (8 of 16). One
-    // group of X a pass: on zmm, 2 rows x 1 group ran 1.2-1.6x faster than 1 row x 2 groups (sharing
-    // the broadcasts instead of the loads of X) and 1 x 1 (docs/measurements/).
-    constexpr int R = L == 16 ? 2 : 1, G = 1;
+    // group of X a pass: sharing the loads of X between 2 weight rows was faster than sharing the
+    // broadcasts of the codes between 2 groups (docs/measurements/2026-12-06-xeon-model207.md).
+    constexpr int R = L == 16 ? 2 : 1;
     const int64_t groups = X.m / L;
     if (groups == 0) return 0;
     const int64_t n = W.ne(1), nb = X.k / 32, nsb = X.k / QK_K;
@@ -1436,10 +1425,7 @@ int64_t v4_k_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, in
         const uint8_t* w[R];
         for (int r = 0; r < R; r++) w[r] = W.row(j + std::min(r, rows - 1));
         decode_lane_weights_k<Dec, R>(w, nsb, decoded);
-        for (int64_t g = 0; g < groups; g++) {
-            const LaneRows x = pack.group(g, nb);
-            dot_lanes_k<Dec, V, R, G>(decoded, &x, nsb, Y + g * L * n + j, n, rows);
-        }
+        for (int64_t g = 0; g < groups; g++) dot_lanes_k<Dec, V, R>(decoded, pack.group(g, nb), nsb, Y + g * L * n + j, n, rows);
     }
     return groups * L;
 }

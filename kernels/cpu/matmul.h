@@ -254,8 +254,9 @@ void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, f
 //   more) crosses nearer 36, and is left at 40 with the others.
 //   kTiledMinRowsIntZmm, the same where the integer kernel has its AVX-512 form (int_zmm_kernel(),
 //   8 weight rows in zmm lanes), against v6's zmm tile, on a Zen 5: Q4_1 crosses between 96 and
-//   128 rows, Q8_0 past 192. The K-quants take it too where their kernel has its zmm lanes: on a
-//   Xeon (model 207) Q4_K and Q6_K on 1B shapes ran 1.4-9x faster than v6 at 22-128 rows.
+//   128 rows, Q8_0 past 192. The K-quants take it too where their kernel has its zmm lanes: on 1B
+//   shapes it was ahead of v6 at every row count measured, 22 to 128
+//   (docs/measurements/2026-12-06-xeon-model207.md).
 inline constexpr int64_t kTileRows = 32;
 inline constexpr int64_t kTiledMinRows = 22;
 inline constexpr int64_t kTiledMinRowsInt = 40;
