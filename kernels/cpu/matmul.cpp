@@ -784,6 +784,17 @@ void decode_lane_weights(const uint8_t* const* w, int64_t nb, LaneWeights& out) 
         }
 }
 
+// Weight rows [j, j1) of W, asked for ahead into the cache, called with the next pass's rows while
+// the current pass computes. A pass decodes its neighbouring rows side by side, block by block:
+// short runs that the hardware prefetchers do not follow (v4_rows), so without this the decode
+// waits on memory about as long as the pass computes at 16 rows of X
+// (docs/measurements/2026-12-06-xeon-model207.md). No arithmetic changes.
+inline void prefetch_rows(const TensorView& W, size_t row_bytes, int64_t j, int64_t j1) {
+    const char* from = reinterpret_cast<const char*>(W.data) + size_t(j) * row_bytes;
+    const char* to = reinterpret_cast<const char*>(W.data) + size_t(j1) * row_bytes;
+    for (const char* p = from; p < to; p += 64) _mm_prefetch(p, _MM_HINT_T1);
+}
+
 // The 32-bit broadcast of one pair of codes.
 inline __m256i pair_at_ymm(const int16_t* w2) {
     int32_t pair;
@@ -932,6 +943,7 @@ int64_t v4_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, int6
         const uint8_t* w[kLaneWRows];
         for (int r = 0; r < kLaneWRows; r++) w[r] = W.data + size_t(j + std::min(r, rows - 1)) * rb;
         decode_lane_weights<Dec, kZmm>(w, nb, decoded);
+        prefetch_rows(W, rb, std::min(j + kLaneWRows, j1), std::min(j + 2 * kLaneWRows, j1));
         int64_t g = 0;
 #if RIDGE_MATMUL_V4_ZMM
         if constexpr (kZmm) {
@@ -1418,6 +1430,7 @@ int64_t v4_k_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, in
     const int64_t groups = X.m / L;
     if (groups == 0) return 0;
     const int64_t n = W.ne(1), nb = X.k / 32, nsb = X.k / QK_K;
+    const size_t rb = row_bytes(W.type, X.k);
     const LanePack<L>& pack = lane_pack<L>(X);
     static thread_local LaneWeightsK decoded;
     for (int64_t j = j0; j < j1; j += R) {
@@ -1425,6 +1438,7 @@ int64_t v4_k_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, in
         const uint8_t* w[R];
         for (int r = 0; r < R; r++) w[r] = W.row(j + std::min(r, rows - 1));
         decode_lane_weights_k<Dec, R>(w, nsb, decoded);
+        prefetch_rows(W, rb, std::min(j + R, j1), std::min(j + 2 * R, j1));
         for (int64_t g = 0; g < groups; g++) dot_lanes_k<Dec, V, R>(decoded, pack.group(g, nb), nsb, Y + g * L * n + j, n, rows);
     }
     return groups * L;
