@@ -112,6 +112,17 @@ bool v3_types(DType t) {
 }
 
 #if RIDGE_MATMUL_V3
+// Weight rows [j, j1) of W, asked for ahead into the cache, called with the next pass's rows while
+// the current pass computes. A pass decodes its neighbouring rows side by side, block by block:
+// short runs that the hardware prefetchers do not follow (v4_rows below), so without this the decode
+// waits on memory about as long as the pass computes at 16 rows of X
+// (docs/measurements/2026-12-06-xeon-model207.md). No arithmetic changes.
+inline void prefetch_rows(const TensorView& W, size_t row_bytes, int64_t j, int64_t j1) {
+    const char* from = reinterpret_cast<const char*>(W.data) + size_t(j) * row_bytes;
+    const char* to = reinterpret_cast<const char*>(W.data) + size_t(j1) * row_bytes;
+    for (const char* p = from; p < to; p += 64) _mm_prefetch(p, _MM_HINT_T1);
+}
+
 // ---- v3: the decoders (DecQ4_0, DecQ4_1, DecQ8_0, DecF16, DecBF16, DecF32) are the formats'
 // (weights/formats/); their contract is in floats.h. The caller forms, per x row,
 //   quantized blocks:  acc += d * (q . x)   (q the integer codes as f32, exact), and for Q4_1 also
@@ -206,6 +217,117 @@ void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* X, in
     }
 }
 
+// ---- F16 / BF16 / F32 with the rows of X in the lanes -------------------------------------------
+// From 16 rows of X on (8 in an AVX2 build), gemv_elements decodes every weight row once per row of
+// X and runs an 8-lane FMA per 8 elements. Here a weight row is decoded once into f32, and each
+// element, broadcast, multiplies one vector holding that element of 16 (8) rows of X. gemv_elements
+// keeps, per (weight row, X row), 32 float chains: lane l of accumulator v takes the products of
+// elements 8b + l for blocks b = v mod 4, in block order (the blocks past the last whole 4 going to
+// accumulator 0); its result is hsum8((acc0 + acc1) + (acc2 + acc3)). Each of those chains is here
+// one vector across the rows of X, taking the same FMAs in the same order, so a row's output is bit
+// for bit gemv_elements' alone (the tests check it). k % 8 == 0 (gemv_elements' scalar tail has no
+// lanes form; the caller falls back). The chains are taken a sweep at a time, H lanes of one
+// accumulator for R weight rows, so that the R x H accumulators stay in registers and each vector
+// of X, loaded once, serves R weight rows; a sweep's chains wait in a buffer for the final sums.
+// zmm: R = 6, H = 4 (24 of 32 registers) ran 1.2-1.5x faster than R = 2, H = 8
+// (docs/measurements/2026-12-06-xeon-model207.md).
+struct FloatLanesYmm {
+    static constexpr int64_t L = 8;
+    static constexpr int R = 3, H = 4;  // 12 accumulators of 16 registers
+    using F = __m256;
+    static F load(const float* p) { return _mm256_load_ps(p); }
+    static F set1(const float* p) { return _mm256_broadcast_ss(p); }
+    static F zero() { return _mm256_setzero_ps(); }
+    static F add(F a, F b) { return _mm256_add_ps(a, b); }
+    static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+    static void store(float* p, F v) { _mm256_store_ps(p, v); }
+};
+
+#if RIDGE_FORMAT_ZMM
+struct FloatLanesZmm {
+    static constexpr int64_t L = 16;
+    static constexpr int R = 6, H = 4;  // 24 accumulators of 32 registers
+    using F = __m512;
+    static F load(const float* p) { return _mm512_load_ps(p); }
+    static F set1(const float* p) { return _mm512_set1_ps(*p); }
+    static F zero() { return _mm512_setzero_ps(); }
+    static F add(F a, F b) { return _mm512_add_ps(a, b); }
+    static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+    static void store(float* p, F v) { _mm512_store_ps(p, v); }
+};
+using FloatLanes = FloatLanesZmm;
+#else
+using FloatLanes = FloatLanesYmm;
+#endif
+
+// Output rows [j0, j1) for the first L * floor(m / L) rows of X (m x k, k % 8 == 0), V::R weight
+// rows a pass (a short last pass repeats its last row), each decoded once into f32 for every group
+// of L rows of X. Returns the rows of X it computed.
+// Cost: 2 * (j1 - j0) * k FLOPs per row of X computed, each weight row read once; besides, each
+// calling thread transposes its groups of X once (m * k copies) and decodes its share of W once.
+template <class Dec, class V>
+int64_t gemv_lane_rows(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t m, float* Y, int64_t j0,
+                       int64_t j1) {
+    using F = typename V::F;
+    constexpr int64_t L = V::L;
+    constexpr int R = V::R;
+    const int64_t groups = m / L, nb = k / 8, nb4 = nb / 4 * 4;
+    if (groups == 0 || k % 8 != 0) return 0;
+    // xt[(g * k + c) * L + i] = X[(g * L + i) * k + c]: element c of a group's rows, one vector.
+    static thread_local std::vector<float, CacheLineAllocator<float>> xt, wf, chains;
+    xt.resize(size_t(groups * k * L)), wf.resize(size_t(R * k)), chains.resize(size_t(4 * R * 8 * L));
+    for (int64_t g = 0; g < groups; g++)
+        for (int64_t i = 0; i < L; i++)
+            for (int64_t c = 0; c < k; c++) xt[size_t((g * k + c) * L + i)] = X[(g * L + i) * k + c];
+    const size_t rb = row_bytes(W.type, k);
+    for (int64_t j = j0; j < j1; j += R) {
+        const int rows = int(std::min<int64_t>(R, j1 - j));
+        for (int r = 0; r < R; r++) {  // wf[r * k + c]: element c of weight row r, as gemv_elements decodes it
+            const uint8_t* row = W.row(j + std::min(r, rows - 1));
+            for (int64_t b = 0; b < nb; b++) {
+                __m256 q;
+                float d, mn;
+                Dec::decode(row, b, &q, d, mn);
+                _mm256_storeu_ps(wf.data() + r * k + 8 * b, q);
+            }
+        }
+        prefetch_rows(W, rb, std::min(j + R, j1), std::min(j + 2 * R, j1));
+        for (int64_t g = 0; g < groups; g++) {
+            const float* x = xt.data() + g * k * L;
+            // Accumulator v (blocks v, v + 4, ..., and for v = 0 the tail), lanes l0 .. l0 + H - 1
+            for (int v = 0; v < 4; v++)
+                for (int l0 = 0; l0 < 8; l0 += V::H) {
+                    F acc[R][V::H];
+                    for (int r = 0; r < R; r++)
+                        for (int l = 0; l < V::H; l++) acc[r][l] = V::zero();
+                    auto block = [&](int64_t b) {
+                        for (int l = 0; l < V::H; l++) {
+                            const int64_t c = 8 * b + l0 + l;
+                            const F xv = V::load(x + c * L);
+                            for (int r = 0; r < R; r++) acc[r][l] = V::fma(V::set1(wf.data() + r * k + c), xv, acc[r][l]);
+                        }
+                    };
+                    for (int64_t b = v; b < nb4; b += 4) block(b);
+                    if (v == 0)
+                        for (int64_t b = nb4; b < nb; b++) block(b);
+                    for (int r = 0; r < R; r++)
+                        for (int l = 0; l < V::H; l++) V::store(chains.data() + ((v * R + r) * 8 + l0 + l) * L, acc[r][l]);
+                }
+            alignas(64) float out[R][L];
+            for (int r = 0; r < R; r++) {
+                auto chain = [&](int v, int l) { return V::load(chains.data() + ((v * R + r) * 8 + l) * L); };
+                F t[8];  // (acc0 + acc1) + (acc2 + acc3), lane by lane
+                for (int l = 0; l < 8; l++) t[l] = V::add(V::add(chain(0, l), chain(1, l)), V::add(chain(2, l), chain(3, l)));
+                // hsum8's order: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))
+                V::store(out[r], V::add(V::add(V::add(t[0], t[4]), V::add(t[2], t[6])), V::add(V::add(t[1], t[5]), V::add(t[3], t[7]))));
+            }
+            for (int64_t i = 0; i < L; i++)
+                for (int r = 0; r < rows; r++) Y[(g * L + i) * n + j + r] = out[r][i];
+        }
+    }
+    return groups * L;
+}
+
 // The v3 driver for one decoder, as a row job: output rows in groups of kRows (each thread takes a
 // contiguous share); within a group the X rows pass kXRows at a time, so the group's kRows weight
 // rows are read from memory once (they stay in L1) and each decoded block serves kXRows rows of X.
@@ -216,7 +338,10 @@ RowJob v3_job(const TensorView& W, int64_t k, int64_t n, const float* X, int64_t
     job.rows = n;
     job.row_cost = double(row_bytes(W.type, k));
     if constexpr (!Dec::kScaled) {
-        job.run = [&W, k, n, X, m, Y](int64_t j0, int64_t j1) { gemv_elements<Dec>(W, k, n, X, m, Y, j0, j1); };
+        job.run = [&W, k, n, X, m, Y](int64_t j0, int64_t j1) {
+            const int64_t t0 = gemv_lane_rows<Dec, FloatLanes>(W, k, n, X, m, Y, j0, j1);
+            if (t0 < m) gemv_elements<Dec>(W, k, n, X + t0 * k, m - t0, Y + t0 * n, j0, j1);
+        };
         return job;
     }
     constexpr int kRows = 4, kXRows = 2;
@@ -782,17 +907,6 @@ void decode_lane_weights(const uint8_t* const* w, int64_t nb, LaneWeights& out) 
             out.d[size_t(b * R + r)] = _cvtsh_ss(h[0]);
             out.mn[size_t(b * R + r)] = Dec::kUsesSum ? _cvtsh_ss(h[1]) : 0.0f;
         }
-}
-
-// Weight rows [j, j1) of W, asked for ahead into the cache, called with the next pass's rows while
-// the current pass computes. A pass decodes its neighbouring rows side by side, block by block:
-// short runs that the hardware prefetchers do not follow (v4_rows), so without this the decode
-// waits on memory about as long as the pass computes at 16 rows of X
-// (docs/measurements/2026-12-06-xeon-model207.md). No arithmetic changes.
-inline void prefetch_rows(const TensorView& W, size_t row_bytes, int64_t j, int64_t j1) {
-    const char* from = reinterpret_cast<const char*>(W.data) + size_t(j) * row_bytes;
-    const char* to = reinterpret_cast<const char*>(W.data) + size_t(j1) * row_bytes;
-    for (const char* p = from; p < to; p += 64) _mm_prefetch(p, _MM_HINT_T1);
 }
 
 // The 32-bit broadcast of one pair of codes.

@@ -10,7 +10,9 @@
 //              Q4_0 / Q4_1 / Q8_0: OpenMP static over groups of 4 output rows, each x vector feeding
 //              all 4; the X rows pass over the group 2 at a time (each decoded block serves both),
 //              so W is read once. F32 / F16 / BF16 (no block scale): OpenMP over output rows, one
-//              row streamed at a time (it stays in L1 for all m rows of X), 4 accumulators.
+//              row streamed at a time (it stays in L1 for all m rows of X), 4 accumulators; from 16
+//              rows of X (8 on AVX2) the rows of X in the lanes, each weight row decoded once, each
+//              row's result bit for bit the one-row loop's.
 //              f32 throughout: only the summation order differs from v0.
 //   v5_tiled   prefill: OpenMP over tiles of kTileRows weight rows, each dequantized once into an
 //              f32 tile (v3's decoders where they apply) that Eigen's GEMM multiplies by all m rows
