@@ -170,6 +170,25 @@ TEST(Matmul, ElementTypesManyRowsInAnyOrderAreTheSameAsAlone) {
         }
 }
 
+// matmul() keeps F16 and BF16 on the row-exact kernel below their tiled threshold (128 rows where
+// that kernel has its zmm lanes, else 22, as F32): there a row is bit for bit what it is alone.
+TEST(Matmul, ElementTypesRowExactBelowTheirTiledThreshold) {
+    for (DType t : {DType::F16, DType::BF16, DType::F32}) {
+        const int64_t threshold = cpu::tiled_min_rows(t);
+        const bool lanes = cpu::int_zmm_kernel() && t != DType::F32;
+        EXPECT_EQ(threshold, lanes ? cpu::kTiledMinRowsFloatZmm : cpu::kTiledMinRows) << dtype_name(t);
+        const int64_t n = 5, k = 96, m = threshold - 1;
+        const test::OwnedWeight W = test::random_weight(t, n, k, 611);
+        const std::vector<float> X = test::random_floats(size_t(m * k), 612);
+        std::vector<float> all(size_t(m * n)), one(static_cast<size_t>(n));
+        cpu::matmul(W.view, X.data(), m, all.data());
+        for (int64_t i = 0; i < m; i += 7) {
+            cpu::matmul(W.view, X.data() + i * k, 1, one.data());
+            ASSERT_EQ(std::memcmp(one.data(), all.data() + i * n, sizeof(float) * size_t(n)), 0) << dtype_name(t) << " row " << i;
+        }
+    }
+}
+
 // v6_packed (the prefill GEMM) rounds a row the same whether it is alone, among 13 rows (two full
 // 6-row panels and a partial one) or in another panel position.
 TEST_P(MatmulAllTypes, PackedGemmRowsDoNotDependOnM) {

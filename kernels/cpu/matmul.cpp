@@ -523,6 +523,7 @@ Cost matmul_v5_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
 
 bool has_int_kernel(DType t) { return int_simd_types(t) || int_k_simd_types(t); }
 int64_t tiled_min_rows(DType t, bool integers) {
+    if (int_zmm_kernel() && (t == DType::F16 || t == DType::BF16)) return kTiledMinRowsFloatZmm;  // the float lanes
     if (!integers || !has_int_kernel(t)) return kTiledMinRows;
     if (int_zmm_kernel()) return kTiledMinRowsIntZmm;  // both integer kernels' zmm forms
     return int_simd_types(t) ? kTiledMinRowsInt : kTiledMinRows;

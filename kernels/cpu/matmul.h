@@ -259,10 +259,15 @@ void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, f
 //   128 rows, Q8_0 past 192. The K-quants take it too where their kernel has its zmm lanes: on 1B
 //   shapes it was ahead of v6 at every row count measured, 22 to 128
 //   (docs/measurements/2026-12-06-xeon-model207.md).
+//   kTiledMinRowsFloatZmm, F16 and BF16 where their row kernel has its zmm lanes (from 16 rows of
+//   X): on a Xeon (model 207) SmolLM2's row-exact prefill ran 1.4-3x faster than v6 from 24 to 128
+//   rows, about even at 160-224, slower from 256 (same file). F32 (v2 tiled) was not measured and
+//   keeps kTiledMinRows.
 inline constexpr int64_t kTileRows = 32;
 inline constexpr int64_t kTiledMinRows = 22;
 inline constexpr int64_t kTiledMinRowsInt = 40;
 inline constexpr int64_t kTiledMinRowsIntZmm = 112;
+inline constexpr int64_t kTiledMinRowsFloatZmm = 128;
 // The threshold for a weight type, with X given in integers where it has a kernel for them
 // (integers) or in f32 (the exact path).
 int64_t tiled_min_rows(DType t, bool integers = true);
