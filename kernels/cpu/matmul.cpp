@@ -116,7 +116,7 @@ bool v3_types(DType t) {
 // the current pass computes. A pass decodes its neighbouring rows side by side, block by block:
 // short runs that the hardware prefetchers do not follow (v4_rows below), so without this the decode
 // waits on memory about as long as the pass computes at 16 rows of X
-// (docs/measurements/2026-12-06-xeon-model207.md). No arithmetic changes.
+// (docs/measurements/, the Xeon model 207). No arithmetic changes.
 inline void prefetch_rows(const TensorView& W, size_t row_bytes, int64_t j, int64_t j1) {
     const char* from = reinterpret_cast<const char*>(W.data) + size_t(j) * row_bytes;
     const char* to = reinterpret_cast<const char*>(W.data) + size_t(j1) * row_bytes;
@@ -229,8 +229,8 @@ void gemv_elements(const TensorView& W, int64_t k, int64_t n, const float* X, in
 // lanes form; the caller falls back). The chains are taken a sweep at a time, H lanes of one
 // accumulator for R weight rows, so that the R x H accumulators stay in registers and each vector
 // of X, loaded once, serves R weight rows; a sweep's chains wait in a buffer for the final sums.
-// zmm: R = 6, H = 4 (24 of 32 registers) ran 1.2-1.5x faster than R = 2, H = 8
-// (docs/measurements/2026-12-06-xeon-model207.md).
+// zmm: R = 6, H = 4 (24 of 32 registers) was faster than R = 2, H = 8, which loads a vector of X
+// for every 2 FMAs (docs/measurements/, the Xeon model 207).
 struct FloatLanesYmm {
     static constexpr int64_t L = 8;
     static constexpr int R = 3, H = 4;  // 12 accumulators of 16 registers
@@ -1540,7 +1540,7 @@ int64_t v4_k_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, in
     constexpr int64_t L = V::L;
     // The accumulators fill the registers: 2 weight rows on zmm (16 of 32), 1 on ymm (8 of 16). One
     // group of X a pass: sharing the loads of X between 2 weight rows was faster than sharing the
-    // broadcasts of the codes between 2 groups (docs/measurements/2026-12-06-xeon-model207.md).
+    // broadcasts of the codes between 2 groups (docs/measurements/, the Xeon model 207).
     constexpr int R = L == 16 ? 2 : 1;
     const int64_t groups = X.m / L;
     if (groups == 0) return 0;

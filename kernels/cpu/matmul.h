@@ -258,10 +258,10 @@ void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, f
 //   8 weight rows in zmm lanes), against v6's zmm tile, on a Zen 5: Q4_1 crosses between 96 and
 //   128 rows, Q8_0 past 192. The K-quants take it too where their kernel has its zmm lanes: on 1B
 //   shapes it was ahead of v6 at every row count measured, 22 to 128
-//   (docs/measurements/2026-12-06-xeon-model207.md).
+//   (docs/measurements/, the Xeon model 207).
 //   kTiledMinRowsFloatZmm, F16 and BF16 where their row kernel has its zmm lanes (from 16 rows of
-//   X): on a Xeon (model 207) SmolLM2's row-exact prefill ran 1.4-3x faster than v6 from 24 to 128
-//   rows, about even at 160-224, slower from 256 (same file). F32 (v2 tiled) was not measured and
+//   X): on a Xeon (model 207) SmolLM2's row-exact prefill was ahead of v6 from 24 to 128 rows,
+//   about even at 160-224 and behind from 256 (same file). F32 (v2 tiled) was not measured and
 //   keeps kTiledMinRows.
 inline constexpr int64_t kTileRows = 32;
 inline constexpr int64_t kTiledMinRows = 22;
