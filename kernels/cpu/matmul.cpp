@@ -1394,14 +1394,34 @@ XPrepared prepare(const QuantizedRows& X) {
     return p;
 }
 
-// R weight rows times M rows of X: y[i * y_stride + r * y_lane] = w[r] . x_i.
-template <class Dec, int R, int M>
+// R weight rows times M rows of X: y[i * y_stride + r * y_lane] = w[r] . x_i. With kZmm (where the
+// build has AVX-512), an even R goes two rows to a zmm (Dec::add2: the same lanes and values as
+// add(), so the same results), which halves the multiply-adds, conversions and FMAs a block takes.
+template <class Dec, int R, int M, bool kZmm = false>
 void dot_rows_k(const uint8_t* const* w, const XRowK* x, int64_t nsb, float* y, int64_t y_stride, int64_t y_lane = 1) {
+    using Block = typename Dec::Block;
+#if RIDGE_MATMUL_V4_ZMM
+    if constexpr (kZmm && R % 2 == 0) {
+        __m512 acc[R / 2][M];
+        for (int r = 0; r < R / 2; r++)
+            for (int i = 0; i < M; i++) acc[r][i] = _mm512_setzero_ps();
+        for (int64_t s = 0; s < nsb; s++)
+            for (int r = 0; r < R / 2; r++)
+                Dec::template add2<M, XRowK>(reinterpret_cast<const Block*>(w[2 * r])[s], reinterpret_cast<const Block*>(w[2 * r + 1])[s], x, s,
+                                             acc[r]);
+        for (int r = 0; r < R / 2; r++)
+            for (int i = 0; i < M; i++) {
+                y[i * y_stride + 2 * r * y_lane] = simd::hsum8(_mm512_castps512_ps256(acc[r][i]));
+                y[i * y_stride + (2 * r + 1) * y_lane] = simd::hsum8(_mm512_extractf32x8_ps(acc[r][i], 1));
+            }
+        return;
+    }
+#endif
     __m256 acc[R][M];
     for (int r = 0; r < R; r++)
         for (int i = 0; i < M; i++) acc[r][i] = _mm256_setzero_ps();
     for (int64_t s = 0; s < nsb; s++)
-        for (int r = 0; r < R; r++) Dec::template add<M, XRowK>(reinterpret_cast<const typename Dec::Block*>(w[r])[s], x, s, acc[r]);
+        for (int r = 0; r < R; r++) Dec::template add<M, XRowK>(reinterpret_cast<const Block*>(w[r])[s], x, s, acc[r]);
     for (int r = 0; r < R; r++)
         for (int i = 0; i < M; i++) y[i * y_stride + r * y_lane] = simd::hsum8(acc[r][i]);
 }
@@ -1571,6 +1591,7 @@ int64_t v4_k_lane_rows(const TensorView& W, const QuantizedRows& X, float* Y, in
 template <class Dec, IntForm F>
 void v4_k_rows(const TensorView& W, const XPrepared& xp, float* Y, int64_t j0, int64_t j1) {
     const int64_t n = W.ne(1), nsb = xp.x->k / QK_K;
+    constexpr bool kZmm = F != IntForm::ymm;  // two weight rows to a zmm in dot_rows_k
     int64_t t0 = 0;  // the rows of X before t0 are done
 #if RIDGE_MATMUL_V4_ZMM
     if constexpr (F != IntForm::ymm) t0 = v4_k_lane_rows<Dec, LanesZmm>(W, *xp.x, Y, j0, j1);
@@ -1585,15 +1606,15 @@ void v4_k_rows(const TensorView& W, const XPrepared& xp, float* Y, int64_t j0, i
             int64_t t = t0;
             for (; t + 4 <= m; t += 4) {  // batched decode: each decoded block serves 4 rows of X
                 const XRowK x[4] = {xp.row(t), xp.row(t + 1), xp.row(t + 2), xp.row(t + 3)};
-                dot_rows_k<Dec, 4, 4>(w, x, nsb, Y + t * n + j0 + i, n, g);
+                dot_rows_k<Dec, 4, 4, kZmm>(w, x, nsb, Y + t * n + j0 + i, n, g);
             }
             for (; t + 2 <= m; t += 2) {
                 const XRowK x[2] = {xp.row(t), xp.row(t + 1)};
-                dot_rows_k<Dec, 4, 2>(w, x, nsb, Y + t * n + j0 + i, n, g);
+                dot_rows_k<Dec, 4, 2, kZmm>(w, x, nsb, Y + t * n + j0 + i, n, g);
             }
             if (t < m) {
                 const XRowK x = xp.row(t);
-                dot_rows_k<Dec, 4, 1>(w, &x, nsb, Y + t * n + j0 + i, n, g);
+                dot_rows_k<Dec, 4, 1, kZmm>(w, &x, nsb, Y + t * n + j0 + i, n, g);
             }
         }
         j0 += 4 * g;
@@ -1603,7 +1624,7 @@ void v4_k_rows(const TensorView& W, const XPrepared& xp, float* Y, int64_t j0, i
                          [&]<int R, int M>(const uint8_t* const* w, int64_t i, float* y, int64_t ys) {
                              XRowK x[M];
                              for (int t = 0; t < M; t++) x[t] = xp.row(t0 + i + t);
-                             dot_rows_k<Dec, R, M>(w, x, nsb, y, ys);
+                             dot_rows_k<Dec, R, M, kZmm>(w, x, nsb, y, ys);
                          });
 }
 

@@ -166,10 +166,11 @@ Cost matmul_v4_int_as(const TensorView& W, const QuantizedRows& X, float* Y, Int
 // K-quant weights on the same rows: Q4_K, Q5_K and Q6_K super-blocks of 256, each
 // dotted with 8 ActBlocks exactly in int32 per ActBlock (Q6_K: per 16-element group), scaled once.
 // Same contract and cost as above; k must be a multiple of 256. v4_int_k also needs AVX2: 4 weight
-// rows (4 runs) a step, 4 rows of X at a time, in ymm registers; from 16 rows of X on (8 in the ymm
-// form) the rows of X in the lanes of zmm (ymm) registers instead, each weight row's super-blocks
-// decoded once for all of them, a row's output bit for bit the same as alone. The form: zmm (either
-// zmm form, where the build has AVX-512) or ymm lanes; the rest is the same.
+// rows (4 runs) a step, 4 rows of X at a time, in ymm registers (in the zmm form two weight rows
+// to a zmm, one in each half, the same lanes and values); from 16 rows of X on (8 in the ymm form)
+// the rows of X in the lanes of zmm (ymm) registers instead, each weight row's super-blocks decoded
+// once for all of them, a row's output bit for bit the same as alone, in either form. The form: zmm
+// (either zmm form, where the build has AVX-512) or ymm.
 bool int_k_types(DType t);
 bool int_k_simd_types(DType t);
 Cost matmul_int_k_scalar(const TensorView& W, const QuantizedRows& X, float* Y);

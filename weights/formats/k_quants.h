@@ -194,6 +194,67 @@ inline double dot_q6_K(const block_q6_K& blk, const Act* x) {  // x: (8) blocks
 // x (XRow, the kernel's type): q, the activations' codes in lane order; d and sum, each block's
 // scale and sum, contiguous.
 
+// The decoders' integer steps on one weight row (KRowsYmm: the row's 32 bytes in a ymm) or on two
+// side by side (KRowsZmm: row a's bytes in the low 256 bits of a zmm, row b's in the high 256).
+// Every step works lane by lane or within 128-bit lanes, so each half of a zmm holds what the ymm
+// holds for its row. load(at) takes at(r), the address of row r's 32 bytes.
+struct KRowsYmm {
+    using I = __m256i;
+    template <class At>
+    static I load(At at) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(0))); }
+    static I bytes(char v) { return _mm256_set1_epi8(v); }
+    static I words(short v) { return _mm256_set1_epi16(v); }
+    static I zero() { return _mm256_setzero_si256(); }
+    static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+    static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+    static I sub16(I a, I b) { return _mm256_sub_epi16(a, b); }
+    template <int N> static I srli16(I v) { return _mm256_srli_epi16(v, N); }
+    template <int N> static I slli16(I v) { return _mm256_slli_epi16(v, N); }
+    static I unpacklo8(I a, I b) { return _mm256_unpacklo_epi8(a, b); }
+    static I unpackhi8(I a, I b) { return _mm256_unpackhi_epi8(a, b); }
+};
+
+#if RIDGE_FORMAT_ZMM
+struct KRowsZmm {
+    using I = __m512i;
+    template <class At>
+    static I load(At at) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(0)));
+        return _mm512_inserti64x4(_mm512_castsi256_si512(a), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(1))), 1);
+    }
+    static I bytes(char v) { return _mm512_set1_epi8(v); }
+    static I words(short v) { return _mm512_set1_epi16(v); }
+    static I zero() { return _mm512_setzero_si512(); }
+    static I and_(I a, I b) { return _mm512_and_si512(a, b); }
+    static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+    static I sub16(I a, I b) { return _mm512_sub_epi16(a, b); }
+    template <int N> static I srli16(I v) { return _mm512_srli_epi16(v, N); }
+    template <int N> static I slli16(I v) { return _mm512_slli_epi16(v, N); }
+    static I unpacklo8(I a, I b) { return _mm512_unpacklo_epi8(a, b); }
+    static I unpackhi8(I a, I b) { return _mm512_unpackhi_epi8(a, b); }
+};
+
+// add2's helpers: two rows' 8 f32 lanes as one zmm; 8 floats or 16 codes of X in both halves; lane
+// j of each half in all 8 lanes of that half.
+inline __m512 join_rows(__m256 a, __m256 b) { return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1); }
+inline __m512 both_halves(const float* p) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(p)); }
+inline __m512i both_halves(const int16_t* p) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 lane_of_halves(__m512 v, int j) {
+    const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8);
+    return _mm512_permutexvar_ps(_mm512_add_epi32(half, _mm512_set1_epi32(j)), v);
+}
+// k_block_dot for two rows: the same int32 sums, per half (integer sums are exact in any order).
+inline __m512i k_block_dot2(__m512i a, __m512i b, const int16_t* xq) {
+#if defined(__AVX512VNNI__)
+    return _mm512_dpwssd_epi32(_mm512_madd_epi16(a, both_halves(xq)), b, both_halves(xq + 16));
+#else
+    return _mm512_add_epi32(_mm512_madd_epi16(a, both_halves(xq)), _mm512_madd_epi16(b, both_halves(xq + 16)));
+#endif
+}
+#endif  // RIDGE_FORMAT_ZMM
+
 // The int32 lanes of one block of 32 activations: weight codes (a, b) in lane order times x's 32
 // codes at xq (in lane order too).
 inline __m256i k_block_dot(__m256i a, __m256i b, const int16_t* xq) {
@@ -202,7 +263,10 @@ inline __m256i k_block_dot(__m256i a, __m256i b, const int16_t* xq) {
 }
 
 // One decoder per type: super-block s of a row, added to acc[i] for the M rows of X (lane sums
-// are y's contributions; the caller adds the 8 lanes at the end), and the same super-block
+// are y's contributions; the caller adds the 8 lanes at the end); add2, where the build has
+// AVX-512, the same for two rows a and b at once, each acc[i] holding a's 8 lanes in its low half
+// and b's in its high half: every lane takes add()'s operations on add()'s values, so the caller's
+// sum of each half's 8 lanes is add()'s result for that row bit for bit; and the same super-block
 // decoded to memory for the kernel that holds the rows of X in its lanes (decode). Q5_K is Q4_K
 // with a fifth bit per code: chunk c's low nibbles (sub-block 2c) take bit 2c of their element's
 // qh byte, its high nibbles bit 2c + 1, moved to bit 4 by a shift of qh (shifted 2 further each
@@ -235,25 +299,27 @@ struct IntQ4_K {
         sc = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(packed)));
         mn = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.dmin)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(packed, 8))));
     }
-    // Q5_K: the high bits of chunk 0 in bits 0 and 1 of each byte.
-    static __m256i high_bits(const Block& blk) {
-        if constexpr (kFive) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
-        return _mm256_setzero_si256();
+    // Chunk c's 64 codes of the rows blk[0..V rows) in lane order: sub-block 2c in (q[0], q[1]),
+    // 2c + 1 in (q[2], q[3]); qh (Q5_K, from first_high_bits) moves on to the next chunk's bits.
+    template <class V>
+    static typename V::I first_high_bits([[maybe_unused]] const Block* const* blk) {
+        if constexpr (kFive) return V::load([&](int r) { return blk[r]->qh; });
+        return V::zero();
     }
-    // Chunk c's 64 codes in lane order: sub-block 2c in (q[0], q[1]), 2c + 1 in (q[2], q[3]); qh
-    // (Q5_K) moves on to the next chunk's bits.
-    static void chunk(const Block& blk, int c, [[maybe_unused]] __m256i& qh, __m256i* q) {
-        const __m256i m4 = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    template <class V>
+    static void chunk(const Block* const* blk, int c, [[maybe_unused]] typename V::I& qh, typename V::I* q) {
+        using I = typename V::I;
+        const I m4 = V::bytes(0x0f), zero = V::zero();
+        const I v = V::load([&](int r) { return blk[r]->qs + 32 * c; });
+        I lo = V::and_(v, m4), hi = V::and_(V::template srli16<4>(v), m4);
         if constexpr (kFive) {
-            const __m256i b4 = _mm256_set1_epi8(0x10);
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b4));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b4));
-            qh = _mm256_srli_epi16(qh, 2);
+            const I b4 = V::bytes(0x10);
+            lo = V::or_(lo, V::and_(V::template slli16<4>(qh), b4));
+            hi = V::or_(hi, V::and_(V::template slli16<3>(qh), b4));
+            qh = V::template srli16<2>(qh);
         }
-        q[0] = _mm256_unpacklo_epi8(lo, zero), q[1] = _mm256_unpackhi_epi8(lo, zero);
-        q[2] = _mm256_unpacklo_epi8(hi, zero), q[3] = _mm256_unpackhi_epi8(hi, zero);
+        q[0] = V::unpacklo8(lo, zero), q[1] = V::unpackhi8(lo, zero);
+        q[2] = V::unpacklo8(hi, zero), q[3] = V::unpackhi8(hi, zero);
     }
     template <int M, class XRow>
     static void add(const Block& blk, const XRow* x, int64_t s, __m256* acc) {
@@ -264,10 +330,11 @@ struct IntQ4_K {
             _mm256_store_ps(scale[i], _mm256_mul_ps(sc, _mm256_loadu_ps(x[i].d + s * kSub)));
             acc[i] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps(x[i].sum + s * kSub), acc[i]);  // - dmin m_j sum_j
         }
-        __m256i qh = high_bits(blk);
+        const Block* rows[1] = {&blk};
+        __m256i qh = first_high_bits<KRowsYmm>(rows);
         for (int c = 0; c < 4; c++) {  // 32 bytes: sub-block 2c in the low nibbles, 2c+1 in the high
             __m256i q[4];
-            chunk(blk, c, qh, q);
+            chunk<KRowsYmm>(rows, c, qh, q);
             for (int i = 0; i < M; i++) {
                 const int16_t* xq = x[i].q + (s * kSub + 2 * c) * 32;
                 const __m256 p0 = _mm256_cvtepi32_ps(k_block_dot(q[0], q[1], xq));
@@ -277,6 +344,32 @@ struct IntQ4_K {
             }
         }
     }
+#if RIDGE_FORMAT_ZMM
+    template <int M, class XRow>
+    static void add2(const Block& a, const Block& b, const XRow* x, int64_t s, __m512* acc) {
+        __m256 sca, mna, scb, mnb;
+        scales(a, sca, mna), scales(b, scb, mnb);
+        const __m512 sc = join_rows(sca, scb), mn = join_rows(mna, mnb);
+        __m512 scale[M];  // lanes j and 8 + j: d * sc_j * d_x,j of rows a and b
+        for (int i = 0; i < M; i++) {
+            scale[i] = _mm512_mul_ps(sc, both_halves(x[i].d + s * kSub));
+            acc[i] = _mm512_fnmadd_ps(mn, both_halves(x[i].sum + s * kSub), acc[i]);
+        }
+        const Block* rows[2] = {&a, &b};
+        __m512i qh = first_high_bits<KRowsZmm>(rows);
+        for (int c = 0; c < 4; c++) {
+            __m512i q[4];
+            chunk<KRowsZmm>(rows, c, qh, q);
+            for (int i = 0; i < M; i++) {
+                const int16_t* xq = x[i].q + (s * kSub + 2 * c) * 32;
+                const __m512 p0 = _mm512_cvtepi32_ps(k_block_dot2(q[0], q[1], xq));
+                const __m512 p1 = _mm512_cvtepi32_ps(k_block_dot2(q[2], q[3], xq + 32));
+                acc[i] = _mm512_fmadd_ps(lane_of_halves(scale[i], 2 * c), p0, acc[i]);
+                acc[i] = _mm512_fmadd_ps(lane_of_halves(scale[i], 2 * c + 1), p1, acc[i]);
+            }
+        }
+    }
+#endif
     static void decode(const Block& blk, int16_t* codes, float* scale, float* mn) {
         __m256 sc, mv;
         scales(blk, sc, mv);
@@ -284,10 +377,11 @@ struct IntQ4_K {
         _mm256_store_ps(s8, sc);
         _mm256_storeu_ps(mn, mv);
         for (int j = 0; j < kSub; j++) scale[2 * j] = scale[2 * j + 1] = s8[j];
-        __m256i qh = high_bits(blk);
+        const Block* rows[1] = {&blk};
+        __m256i qh = first_high_bits<KRowsYmm>(rows);
         for (int c = 0; c < 4; c++) {
             __m256i q[4];
-            chunk(blk, c, qh, q);
+            chunk<KRowsYmm>(rows, c, qh, q);
             for (int t = 0; t < 4; t++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 64 * c + 16 * t), q[t]);
         }
     }
@@ -302,29 +396,31 @@ struct IntQ6_K {
         return _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)),
                              _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h)))));
     }
-    // Half h's 128 codes (offset taken off) in lane order: ActBlock 4h + k in (q[2k], q[2k + 1]).
-    static void half(const block_q6_K& blk, int h, __m256i* q) {
-        const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30), zero = _mm256_setzero_si256();
-        const __m256i off = _mm256_set1_epi16(32);
-        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
-        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+    // Half h's 128 codes of the rows blk[0..V rows) (offset taken off) in lane order: ActBlock
+    // 4h + k in (q[2k], q[2k + 1]).
+    template <class V>
+    static void half(const block_q6_K* const* blk, int h, typename V::I* q) {
+        using I = typename V::I;
+        const I m4 = V::bytes(0x0f), m2 = V::bytes(0x30), zero = V::zero(), off = V::words(32);
+        const I ql0 = V::load([&](int r) { return blk[r]->ql + 64 * h; });
+        const I ql1 = V::load([&](int r) { return blk[r]->ql + 64 * h + 32; });
+        const I qh = V::load([&](int r) { return blk[r]->qh + 32 * h; });
         // ActBlock 4h + k takes nibble (k >= 2) of ql(k & 1) and bits 2k..2k+1 of qh, as bits 4-5.
-        const __m256i u[4] = {
-            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
-            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2)),
+        const I u[4] = {
+            V::or_(V::and_(ql0, m4), V::and_(V::template slli16<4>(qh), m2)),
+            V::or_(V::and_(ql1, m4), V::and_(V::template slli16<2>(qh), m2)),
+            V::or_(V::and_(V::template srli16<4>(ql0), m4), V::and_(qh, m2)),
+            V::or_(V::and_(V::template srli16<4>(ql1), m4), V::and_(V::template srli16<2>(qh), m2)),
         };
         for (int k = 0; k < 4; k++) {
-            q[2 * k] = _mm256_sub_epi16(_mm256_unpacklo_epi8(u[k], zero), off);
-            q[2 * k + 1] = _mm256_sub_epi16(_mm256_unpackhi_epi8(u[k], zero), off);
+            q[2 * k] = V::sub16(V::unpacklo8(u[k], zero), off);
+            q[2 * k + 1] = V::sub16(V::unpackhi8(u[k], zero), off);
         }
     }
     template <int M, class XRow>
     static void add(const block_q6_K& blk, const XRow* x, int64_t s, __m256* acc) {
         const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+        const block_q6_K* rows[1] = {&blk};
         for (int h = 0; h < 2; h++) {  // half h: elements 128h..128h+128, ActBlocks 4h..4h+4, groups 8h..8h+8
             const __m256 sc = scales(blk, h);
             __m256 scale[M];  // lane g: d * sc_g * d_x of the ActBlock holding group g
@@ -333,7 +429,7 @@ struct IntQ6_K {
                 scale[i] = _mm256_mul_ps(sc, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dx), dup));
             }
             __m256i q[8];
-            half(blk, h, q);
+            half<KRowsYmm>(rows, h, q);
             for (int k = 0; k < 4; k++) {
                 // Lanes 0-3 hold group 2k of this half, lanes 4-7 group 2k+1.
                 const __m256i g = _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1);
@@ -345,11 +441,38 @@ struct IntQ6_K {
             }
         }
     }
+#if RIDGE_FORMAT_ZMM
+    template <int M, class XRow>
+    static void add2(const block_q6_K& a, const block_q6_K& b, const XRow* x, int64_t s, __m512* acc) {
+        const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 1, 1, 2, 2, 3, 3);
+        const block_q6_K* rows[2] = {&a, &b};
+        for (int h = 0; h < 2; h++) {
+            const __m512 sc = join_rows(scales(a, h), scales(b, h));
+            __m512 scale[M];  // lanes g and 8 + g: rows a's and b's d * sc_g * d_x
+            for (int i = 0; i < M; i++) {
+                const __m128 dx = _mm_loadu_ps(x[i].d + s * kSub + 4 * h);
+                scale[i] = _mm512_mul_ps(sc, _mm512_permutexvar_ps(dup, _mm512_castps128_ps512(dx)));
+            }
+            __m512i q[8];
+            half<KRowsZmm>(rows, h, q);
+            for (int k = 0; k < 4; k++) {
+                const __m512i g = _mm512_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 8 + 2 * k,
+                                                    8 + 2 * k, 8 + 2 * k, 8 + 2 * k, 9 + 2 * k, 9 + 2 * k, 9 + 2 * k, 9 + 2 * k);
+                for (int i = 0; i < M; i++) {
+                    const int16_t* xq = x[i].q + (s * kSub + 4 * h + k) * 32;
+                    const __m512 p = _mm512_cvtepi32_ps(k_block_dot2(q[2 * k], q[2 * k + 1], xq));
+                    acc[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(g, scale[i]), p, acc[i]);
+                }
+            }
+        }
+    }
+#endif
     static void decode(const block_q6_K& blk, int16_t* codes, float* scale, float* /*mn*/) {
+        const block_q6_K* rows[1] = {&blk};
         for (int h = 0; h < 2; h++) {
             _mm256_storeu_ps(scale + 8 * h, scales(blk, h));  // groups 2j, 2j + 1 of ActBlock j
             __m256i q[8];
-            half(blk, h, q);
+            half<KRowsYmm>(rows, h, q);
             for (int t = 0; t < 8; t++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 128 * h + 16 * t), q[t]);
         }
     }
