@@ -1397,6 +1397,7 @@ XPrepared prepare(const QuantizedRows& X) {
 // R weight rows times M rows of X: y[i * y_stride + r * y_lane] = w[r] . x_i. With kZmm (where the
 // build has AVX-512), an even R goes two rows to a zmm (Dec::add2: the same lanes and values as
 // add(), so the same results), which halves the multiply-adds, conversions and FMAs a block takes.
+// Cost: 2 * R * M * k FLOPs (k = 256 nsb); reads the R weight rows once for all M rows of X.
 template <class Dec, int R, int M, bool kZmm = false>
 void dot_rows_k(const uint8_t* const* w, const XRowK* x, int64_t nsb, float* y, int64_t y_stride, int64_t y_lane = 1) {
     using Block = typename Dec::Block;
