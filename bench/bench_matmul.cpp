@@ -1,5 +1,6 @@
 // The matmul kernels on SmolLM2's shapes (Google Benchmark): prefill variants v5_tiled (Eigen over
-// f32 tiles, the baseline) and v6_packed (ridge's GEMM) at m = 512 rows, and the decode kernels
+// f32 tiles, the baseline), v6_packed (ridge's GEMM) and v7_int_packed (its integer form, where the
+// build has AVX-512; on Llama-3.2-1B's shapes too) at m = 512 rows, and the decode kernels
 // (v3_simd in f32, v4_int on 16-bit activations in its AVX-512 and AVX2 forms) at m = 1, for Q4_1,
 // Q8_0 and F16 weights (and Q4_0, Q5_0, Q5_1 for v4_int) of the gate/up shape (1536 x 576) and the
 // down shape (576 x 1536).
@@ -66,6 +67,10 @@ void run(benchmark::State& state, cpu::Cost (*fn)(const TensorView&, const float
 
 void BM_v5_tiled(benchmark::State& s) { run(s, cpu::matmul_v5_tiled); }
 void BM_v6_packed(benchmark::State& s) { run(s, cpu::matmul_v6_packed); }
+void BM_v7_int_packed(benchmark::State& s) {
+    if (!cpu::v7_types(kTypes[s.range(0)])) return s.SkipWithError("v7_int_packed needs an AVX-512 build");
+    run(s, cpu::matmul_v7_int_packed);
+}
 void BM_v3_simd(benchmark::State& s) { run(s, cpu::matmul_v3_simd); }
 
 // The integer decode kernel with the quantization of its input in the timing (forward() quantizes
@@ -127,8 +132,24 @@ void int_batch_args(benchmark::internal::Benchmark* b) {
     b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
+// The integer GEMM's types on SmolLM2's shapes; and prefill on Llama-3.2-1B's gate/up and down
+// shapes (v6 for F16 too), 512 rows of X.
+void int_prefill_args(benchmark::internal::Benchmark* b) {
+    for (int t : {0, 1, 3}) b->Args({t, 1536, 576, 512})->Args({t, 576, 1536, 512});
+    b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+void prefill_1b_args(benchmark::internal::Benchmark* b, bool with_f16) {
+    for (int t : {2, 3, 6, 7})
+        if (t != 2 || with_f16) b->Args({t, 8192, 2048, 512})->Args({t, 2048, 8192, 512});
+    b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
 BENCHMARK(BM_v5_tiled)->Apply(prefill_args);
 BENCHMARK(BM_v6_packed)->Apply(prefill_args);
+BENCHMARK(BM_v6_packed)->Apply(int_prefill_args)->Name("BM_v6_packed_int_types");
+BENCHMARK(BM_v7_int_packed)->Apply(int_prefill_args);
+BENCHMARK(BM_v6_packed)->Apply([](auto* b) { prefill_1b_args(b, true); })->Name("BM_v6_packed_1b");
+BENCHMARK(BM_v7_int_packed)->Apply([](auto* b) { prefill_1b_args(b, false); })->Name("BM_v7_int_packed_1b");
 BENCHMARK(BM_v3_simd)->Apply(decode_args);
 BENCHMARK(BM_v4_int)->Apply(int_decode_args);
 BENCHMARK(BM_v4_int)->Apply(int_batch_args)->Name("BM_v4_int_batch");

@@ -70,7 +70,8 @@ public:
     virtual Cost rmsnorm(const float* x, const TensorView& w, int64_t m, float* y) = 0;
     virtual Cost add_bias(float* x, const TensorView& b, int64_t m) = 0;  // x (m, b.ne(0)) += b per row
     virtual Cost rope(float* x, int n_heads) = 0;  // x (m, n_heads * head_dim): every row by its position
-    // X (m, k) as 16-bit integers, for the matmul_rows call that follows (plans with int_input).
+    // X (m, k) as 16-bit integers, for the matmul_rows call that follows (plans with int_input) or
+    // the matmul_tiled calls (plans with tiled_int).
     virtual Cost quantize(const float* x, int64_t m, int64_t k) = 0;
     // Row-exact: each row of each Y from its own row of X, whatever its neighbours (bit for bit).
     virtual void matmul_rows(const LinearOut* outs, int n_outs, const float* x, int64_t m, Cost* costs) = 0;

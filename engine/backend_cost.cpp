@@ -42,7 +42,8 @@ public:
         }
     }
     Cost matmul_tiled(const MatmulPlan& plan, const float*, int64_t m, float*) override {
-        return matmul_cost(plan.w->type, plan.w->ne(0), plan.w->ne(1), m);
+        const TensorView& w = *plan.w;
+        return plan.tiled_int ? matmul_int_cost(w.type, w.ne(0), w.ne(1), m) : matmul_cost(w.type, w.ne(0), w.ne(1), m);
     }
     Cost kv_store(const KVLayer& kv, const float*, const float*) override { return kv_store_cost(m_, kv.kv_dim, kv.type); }
     // A tiled run (one prompt chunk) takes the blocked kernel, which reads each key and value once

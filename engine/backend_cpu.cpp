@@ -67,7 +67,7 @@ public:
         cpu::matmul_rows_fused(mo, n_outs, x, m, int_input ? &ws_->x_q : nullptr, costs);
     }
     Cost matmul_tiled(const MatmulPlan& plan, const float* x, int64_t m, float* y) override {
-        return cpu::matmul_tiled(*plan.w, x, m, y);
+        return cpu::matmul_tiled(*plan.w, x, m, plan.tiled_int ? &ws_->x_q : nullptr, y);
     }
     Cost kv_store(const KVLayer& kv, const float* k, const float* v) override {
         return cpu::kv_store(kv, k, v, ws_->slots.data(), m_);

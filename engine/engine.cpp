@@ -49,7 +49,8 @@ MatmulPlan plan_matrix(const TensorView* w, const RunOptions& opt) {
                                                              int_form_name(cpu::int_form()) + ")";
     else
         p.rows_kernel = has_v3(w->type) ? "v3_simd" : "v1_rows";
-    p.tiled_kernel = w->type == DType::F32 ? "v2_eigen" : "v6_packed";
+    p.tiled_int = p.int_input && cpu::v7_types(w->type);
+    p.tiled_kernel = p.tiled_int ? "v7_int_packed (int16 input)" : w->type == DType::F32 ? "v2_eigen" : "v6_packed";
     return p;
 }
 

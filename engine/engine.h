@@ -35,6 +35,7 @@ struct RunOptions {
 struct MatmulPlan {
     const TensorView* w = nullptr;
     bool int_input = false;       // row-exact runs give it X as 16-bit integers (an integer kernel)
+    bool tiled_int = false;       // tiled runs do too (the integer GEMM, where the build has it)
     int64_t tiled_min_rows = 0;   // a prompt chunk of this many rows is cheaper tiled than row by row
     std::string rows_kernel;      // the kernel of row-exact runs (decode rows, short prompts)
     std::string tiled_kernel;     // the kernel of tiled runs (prompt chunks)

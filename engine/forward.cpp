@@ -152,7 +152,7 @@ public:
 
     // Y = X . W^T for each output sharing the input X (rows of width k), run by run: a tiled run
     // through matmul_tiled, a row-exact run through matmul_rows (all outputs in one call), X
-    // quantized to 16-bit integers first when a plan asks for it.
+    // quantized to 16-bit integers first (once for all outputs) when a plan asks for it.
     void linear(const std::vector<RowRun>& runs, const float* x, int64_t k, std::initializer_list<Out> outs) {
         constexpr int kMaxOutputs = 3;  // q, k, v
         if (outs.size() > size_t(kMaxOutputs)) throw Error("forward: too many outputs for one input");
@@ -163,6 +163,9 @@ public:
             const float* xr = x + run.begin * k;
             rows = std::max(rows, run.end);
             if (run.tiled) {
+                bool tiled_int = false;
+                for (const Out& o : outs) tiled_int = tiled_int || o.plan.tiled_int;
+                if (tiled_int) rec_.add(layer_, Op::Quantize, be_.quantize(xr, run.rows(), k));
                 for (const Out& o : outs)
                     rec_.add(layer_, o.op, be_.matmul_tiled(o.plan, xr, run.rows(), o.y + run.begin * o.plan.w->ne(1)));
                 continue;

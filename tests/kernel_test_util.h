@@ -140,6 +140,11 @@ inline void expect_any_order_as_alone(const TensorView& W, std::vector<float> X,
     }
 }
 
+// matmul_v7_int_packed in the signature expect_any_order_as_alone takes (it has one form).
+inline cpu::Cost v7_int_packed_as(const TensorView& W, const cpu::QuantizedRows& X, float* Y, cpu::IntForm) {
+    return cpu::matmul_v7_int_packed(W, X, Y);
+}
+
 inline const std::vector<DType>& all_weight_types() {
     static const std::vector<DType> types = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
                                              DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,

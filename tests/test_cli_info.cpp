@@ -169,17 +169,19 @@ TEST(CliInfo, BadInput) {
 }
 
 // The plan of every matrix: SmolLM2's Q4_1 layers and Q8_0 output have the integer kernel (16-bit
-// input) below the integer threshold (40 rows; 112 where that kernel runs on zmm registers); the
-// F32 stories260K takes f32 rows and Eigen's GEMM from 22 rows.
+// input) below the integer threshold (40 rows; 112 where that kernel runs on zmm registers, and
+// there the integer GEMM from it); the F32 stories260K takes f32 rows and Eigen's GEMM from 22 rows.
 TEST(CliInfo, PrintsThePlanOfEveryMatrix) {
     const RunResult s = ridge({"info", "-m", kSmol});
     ASSERT_EQ(s.rc, 0) << s.err;
     EXPECT_NE(s.out.find("kernels (planned at load"), std::string::npos) << s.out;
     std::smatch m;
-    const std::regex layers("  q,k,v,o,gate,up,down Q4_1: rows v4_int \\(int16 input, (ymm|zmm)[^)]*\\); tiled v6_packed "
-                            "from ([0-9]+) rows\n");
+    const std::regex layers("  q,k,v,o,gate,up,down Q4_1: rows v4_int \\(int16 input, (ymm|zmm)[^)]*\\); tiled "
+                            "(v6_packed|v7_int_packed \\(int16 input\\)) from ([0-9]+) rows\n");
     ASSERT_TRUE(std::regex_search(s.out, m, layers)) << s.out;
-    EXPECT_EQ(m[2].str(), m[1].str() == "zmm" ? "112" : "40");  // the threshold of that form of the kernel
+    // The threshold of that form of the kernel; the integer GEMM where the build has AVX-512.
+    EXPECT_EQ(m[3].str(), m[1].str() == "zmm" ? "112" : "40");
+    EXPECT_EQ(m[2].str(), m[1].str() == "zmm" ? "v7_int_packed (int16 input)" : "v6_packed");
     EXPECT_NE(s.out.find("  output Q8_0: rows v4_int (int16 input, " + m[1].str()), std::string::npos) << s.out;
     const RunResult b = ridge({"info", "-m", kStoriesGGUF});
     ASSERT_EQ(b.rc, 0) << b.err;

@@ -233,12 +233,67 @@ TEST_P(MatmulIntTypes, ManyRowsOfXInAnyOrderAreTheSameAsAlone) {
             }
 }
 
+// The integer GEMM of prompt chunks (v7_int_packed): the same integer products as the twin, each
+// block scaled once in f32, so within the same tolerance as v4. Row counts that leave a short last
+// panel of 4 rows of X, weight row counts that leave a short last panel of 32 (and of its two
+// halves of 16), rows of 1 to 48 blocks (slices of 8 blocks and a short last one); the larger
+// cases are past kParallelMinWork, so OpenMP runs them.
+TEST_P(MatmulIntTypes, V7MatchesScalarTwin) {
+    const DType t = GetParam();
+    if (!cpu::v7_types(t)) GTEST_SKIP() << "no AVX-512 in this build";
+    struct Case {
+        int64_t m, n, k;
+    };
+    const Case cases[] = {{1, 1, 32},   {3, 13, 32},  {4, 16, 64},  {5, 33, 160},  {8, 32, 288},
+                          {7, 67, 576}, {2, 17, 1536}, {37, 67, 576}, {130, 70, 96}, {113, 401, 256}};
+    uint32_t seed = 5150;
+    for (const Case& cs : cases) {
+        const test::OwnedWeight W = test::random_weight(t, cs.n, cs.k, seed++);
+        const std::vector<float> X = test::random_floats(size_t(cs.m * cs.k), seed++, -4.0f, 4.0f);
+        QuantizedRows q;
+        cpu::quantize_rows(X.data(), cs.m, cs.k, q);
+        std::vector<float> ref(size_t(cs.m * cs.n)), got(ref.size(), -99.0f), via(ref.size(), -99.0f);
+        const cpu::Cost rc = cpu::matmul_int_scalar(W.view, q, ref.data());
+        const cpu::Cost gc = cpu::matmul_v7_int_packed(W.view, q, got.data());
+        const std::string where = std::string(dtype_name(t)) + " m=" + std::to_string(cs.m) +
+                                  " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k);
+        test::expect_close(got.data(), ref.data(), got.size(), 1e-4, 1e-5, "v7 " + where);
+        EXPECT_DOUBLE_EQ(gc.flops, 2.0 * cs.m * cs.n * cs.k);
+        EXPECT_DOUBLE_EQ(gc.bytes(), rc.bytes());
+        // The f32 form quantizes X itself: the same outputs, and the quantizer's FLOPs besides.
+        const cpu::Cost fc = cpu::matmul_v7_int_packed(W.view, X.data(), cs.m, via.data());
+        EXPECT_EQ(via, got) << where;
+        EXPECT_DOUBLE_EQ(fc.flops, gc.flops + cpu::quantize_rows_cost(cs.m, cs.k).flops);
+        // matmul_tiled given the integer rows takes it.
+        std::fill(via.begin(), via.end(), -99.0f);
+        cpu::matmul_tiled(W.view, X.data(), cs.m, &q, via.data());
+        EXPECT_EQ(via, got) << where;
+    }
+}
+
+// Each row of Y from v7 is memcmp-equal to the same row of X multiplied alone, in the batch's
+// order and shuffled (an all-zero row's signed zeros included): it takes the same operations
+// wherever its row falls among the panels of 4 rows of X.
+TEST_P(MatmulIntTypes, V7RowsInAnyOrderAreTheSameAsAlone) {
+    const DType t = GetParam();
+    if (!cpu::v7_types(t)) GTEST_SKIP() << "no AVX-512 in this build";
+    uint32_t seed = 6160;
+    for (int64_t k : {160, 576})
+        for (int64_t n : {5, 33, 67})
+            for (int64_t m : {1, 3, 4, 5, 17, 69, 130}) {
+                const test::OwnedWeight W = test::random_weight(t, n, k, seed++);
+                const std::vector<float> X = test::random_floats(size_t(m * k), seed++, -4.0f, 4.0f);
+                test::expect_any_order_as_alone(W.view, X, m, k, cpu::int_form(), test::v7_int_packed_as);
+            }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, MatmulIntTypes, ::testing::ValuesIn(kIntTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // matmul() given integer rows takes the integer kernel below the type's tiled threshold (22 for the
 // K-quants, 40 for Q4_0/Q4_1/Q8_0, 112 for all of them where their kernels have their AVX-512
-// forms) and v6 from it on; given f32 rows, every type's threshold is 22.
+// forms) and from it on v7 (where the build has it, on the same integer rows) or v6; given f32
+// rows, every type's threshold is 22.
 TEST(MatmulInt, IntegerKernelsBelowTheirTiledThreshold) {
     for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
         if (!cpu::has_int_kernel(t)) GTEST_SKIP() << "no AVX2 in this build";
@@ -255,7 +310,9 @@ TEST(MatmulInt, IntegerKernelsBelowTheirTiledThreshold) {
             cpu::quantize_rows(X.data(), m, k, q);
             std::vector<float> want(size_t(m * n)), got(size_t(m * n));
             EXPECT_EQ(cpu::takes_int_input(t, m), m < threshold);
-            if (m >= threshold)
+            if (m >= threshold && cpu::v7_types(t))
+                cpu::matmul_v7_int_packed(W.view, q, want.data());
+            else if (m >= threshold)
                 cpu::matmul_v6_packed(W.view, X.data(), m, want.data());
             else if (k_quant)
                 cpu::matmul_v4_int_k(W.view, q, want.data());
@@ -291,8 +348,11 @@ TEST(MatmulInt, RejectsMismatchedInputs) {
     std::vector<float> y(4);
     EXPECT_THROW(cpu::matmul_int_scalar(W.view, q, y.data()), Error);
     EXPECT_THROW(cpu::matmul_v4_int(W.view, q, y.data()), Error);
+    EXPECT_THROW(cpu::matmul_v7_int_packed(W.view, q, y.data()), Error);
     cpu::quantize_rows(X.data(), 1, 64, q);
     EXPECT_THROW(cpu::matmul_v4_int(F.view, q, y.data()), Error);  // no integer kernel for F16
+    EXPECT_THROW(cpu::matmul_v7_int_packed(F.view, q, y.data()), Error);
+    EXPECT_THROW(cpu::matmul_tiled(W.view, X.data(), 2, &q, y.data()), Error);  // q holds 1 row, not 2
     EXPECT_THROW(cpu::matmul(W.view, X.data(), 2, &q, y.data()), Error);  // q holds 1 row, not 2
 }
 

@@ -145,6 +145,29 @@ TEST(MatmulIntK, ScalarTwinWithinRoundingBoundOfF32Reference) {
     }
 }
 
+// got against the twin's ref (m x n): the tolerance scales with the magnitude of the terms,
+// sum |code x| + |mn x|, since only the f32 rounding of the scales and of the sums differs.
+void expect_within_magnitude(const TensorView& W, const std::vector<float>& X, int64_t m, const std::vector<float>& got,
+                             const std::vector<float>& ref, const std::string& where) {
+    const int64_t n = W.ne(1), k = W.ne(0);
+    std::vector<float> code, mn;
+    int misses = 0;
+    for (int64_t j = 0; j < n; j++) {
+        split_row(W, j, code, mn);
+        for (int64_t i = 0; i < m; i++) {
+            double mag = 0;
+            for (int64_t c = 0; c < k; c++)
+                mag += (std::fabs(code[size_t(c)]) + std::fabs(mn[size_t(c)])) * std::fabs(X[size_t(i * k + c)]);
+            const size_t at = size_t(i * n + j);
+            const double err = std::fabs(double(got[at]) - double(ref[at]));
+            if (!(err <= 1e-6 * mag) && ++misses <= 5)
+                ADD_FAILURE() << where << ": y[" << i << "][" << j << "] got " << got[at] << " want " << ref[at]
+                              << " (magnitude " << mag << ")";
+        }
+    }
+    EXPECT_EQ(misses, 0) << where;
+}
+
 class MatmulIntKTypes : public ::testing::TestWithParam<DType> {};
 
 TEST_P(MatmulIntKTypes, V4MatchesScalarTwin) {
@@ -165,24 +188,8 @@ TEST_P(MatmulIntKTypes, V4MatchesScalarTwin) {
                 const cpu::Cost gc = cpu::matmul_v4_int_k(W.view, q, got.data());
                 const std::string where = std::string(dtype_name(t)) + " m=" + std::to_string(m) +
                                           " n=" + std::to_string(n) + " k=" + std::to_string(k);
-                // Same integer products; only the f32 rounding of the scales and of the sums differs,
-                // so the tolerance scales with the magnitude of the terms, sum |code x| + |mn x|.
-                std::vector<float> code, mn;
-                int misses = 0;
-                for (int64_t j = 0; j < n; j++) {
-                    split_row(W.view, j, code, mn);
-                    for (int64_t i = 0; i < m; i++) {
-                        double mag = 0;
-                        for (int64_t c = 0; c < k; c++)
-                            mag += (std::fabs(code[size_t(c)]) + std::fabs(mn[size_t(c)])) * std::fabs(X[size_t(i * k + c)]);
-                        const size_t at = size_t(i * n + j);
-                        const double err = std::fabs(double(got[at]) - double(ref[at]));
-                        if (!(err <= 1e-6 * mag) && ++misses <= 5)
-                            ADD_FAILURE() << where << ": y[" << i << "][" << j << "] got " << got[at] << " want "
-                                          << ref[at] << " (magnitude " << mag << ")";
-                    }
-                }
-                EXPECT_EQ(misses, 0) << where;
+                // Same integer products; only the f32 rounding of the scales and of the sums differs.
+                expect_within_magnitude(W.view, X, m, got, ref, "v4 " + where);
                 EXPECT_DOUBLE_EQ(gc.flops, 2.0 * double(m * n * k));
                 EXPECT_DOUBLE_EQ(gc.bytes(), rc.bytes());
                 EXPECT_DOUBLE_EQ(gc.act_read, double(m) * double(k / 32) * cpu::kActBlockBytes);
@@ -224,6 +231,48 @@ TEST_P(MatmulIntKTypes, ManyRowsOfXInAnyOrderAreTheSameAsAlone) {
             }
 }
 
+// The integer GEMM of prompt chunks (v7_int_packed) against the twin, within the same tolerance as
+// v4: short last panels of 4 rows of X and of 32 (and 16) weight rows, one to nine super-blocks
+// (slices of one super-block); the larger cases are past kParallelMinWork, so OpenMP runs them.
+TEST_P(MatmulIntKTypes, V7MatchesScalarTwin) {
+    const DType t = GetParam();
+    if (!cpu::v7_types(t)) GTEST_SKIP() << "no AVX-512 in this build";
+    uint32_t seed = 3030;
+    for (int64_t n : {1, 13, 32, 33, 401})
+        for (int64_t m : {1, 3, 4, 17, 130})
+            for (int64_t k : {256, 768, 2304}) {
+                if (m * n * k > 40'000'000) continue;  // the twin is slow
+                const test::OwnedWeight W = test::random_weight(t, n, k, seed++);
+                const std::vector<float> X = test::random_floats(size_t(m * k), seed++, -4.0f, 4.0f);
+                QuantizedRows q;
+                cpu::quantize_rows(X.data(), m, k, q);
+                std::vector<float> ref(size_t(m * n)), got(ref.size(), -99.0f), via(ref.size(), -99.0f);
+                const cpu::Cost rc = cpu::matmul_int_k_scalar(W.view, q, ref.data());
+                const cpu::Cost gc = cpu::matmul_v7_int_packed(W.view, q, got.data());
+                const std::string where = std::string(dtype_name(t)) + " m=" + std::to_string(m) +
+                                          " n=" + std::to_string(n) + " k=" + std::to_string(k);
+                expect_within_magnitude(W.view, X, m, got, ref, "v7 " + where);
+                EXPECT_DOUBLE_EQ(gc.flops, 2.0 * double(m * n * k));
+                EXPECT_DOUBLE_EQ(gc.bytes(), rc.bytes());
+                cpu::matmul_tiled(W.view, X.data(), m, &q, via.data());
+                EXPECT_EQ(via, got) << where;
+            }
+}
+
+// Each row of Y from v7 is memcmp-equal to the same row alone, in order and shuffled.
+TEST_P(MatmulIntKTypes, V7RowsInAnyOrderAreTheSameAsAlone) {
+    const DType t = GetParam();
+    if (!cpu::v7_types(t)) GTEST_SKIP() << "no AVX-512 in this build";
+    uint32_t seed = 5353;
+    for (int64_t k : {256, 768})
+        for (int64_t n : {3, 33, 67})
+            for (int64_t m : {1, 4, 5, 17, 69, 130}) {
+                const test::OwnedWeight W = test::random_weight(t, n, k, seed++);
+                const std::vector<float> X = test::random_floats(size_t(m * k), seed++, -4.0f, 4.0f);
+                test::expect_any_order_as_alone(W.view, X, m, k, cpu::int_form(), test::v7_int_packed_as);
+            }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, MatmulIntKTypes, ::testing::ValuesIn(kIntKTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
@@ -244,10 +293,14 @@ TEST(MatmulIntK, RejectsMismatchedInputs) {
     std::vector<float> y(8);
     QuantizedRows q;
     cpu::quantize_rows(X.data(), 1, 512, q);  // k = 512, the weight wants 256
-    for (auto fn : {cpu::matmul_int_k_scalar, cpu::matmul_v4_int_k}) {
+    using Fn = cpu::Cost (*)(const TensorView&, const QuantizedRows&, float*);
+    for (Fn fn : {Fn(cpu::matmul_int_k_scalar), Fn(cpu::matmul_v4_int_k), Fn(cpu::matmul_v7_int_packed)}) {
+        if (fn == Fn(cpu::matmul_v7_int_packed) && !cpu::v7_types(DType::Q4_K)) continue;
         EXPECT_THROW(fn(W.view, q, y.data()), Error);
         cpu::quantize_rows(X.data(), 1, 256, q);
-        EXPECT_THROW(fn(Q.view, q, y.data()), Error);   // Q4_0 is matmul_int's
+        if (fn != Fn(cpu::matmul_v7_int_packed)) {
+            EXPECT_THROW(fn(Q.view, q, y.data()), Error);  // Q4_0 is matmul_int's
+        }
         // k = 288: a multiple of 32 (ActBlocks) but not of 256 (super-blocks).
         cpu::quantize_rows(X.data(), 1, 288, q);
         const TensorView bad{"bad", DType::Q4_K, {288, 1}, W.bytes.data(), W.bytes.size()};

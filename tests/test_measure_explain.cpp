@@ -13,6 +13,7 @@
 
 #include "measure/explain.h"
 #include "engine/forward.h"
+#include "kernels/cpu/matmul.h"
 #include "engine/model.h"
 #include "engine/session.h"
 #include "weights/error.h"
@@ -172,14 +173,22 @@ TEST(Explain, SmolLM2Shapes) {
     EXPECT_EQ(e.decode.outside[3].type, "Q8_0");
 
     // Prefill of 192 rows: the same ops on (192 × k) inputs, causal attention over 192 positions,
-    // the embedding 192 rows, the logits for the last row only.
-    // Prefill rows take the tiled f32 kernel (192 >= the model's tiled_min_rows()): no quantize step,
-    // except before the logits of the one last row.
-    EXPECT_EQ(e.prefill.layer.size(), decode.size() - 4);
-    EXPECT_EQ(e.prefill.layer[1].shape, "x(192×576) · Wq(576×576)");
-    EXPECT_EQ(e.prefill.layer[14].shape, "act(192×1536) · Wdown(1536×576)");
-    EXPECT_EQ(e.prefill.layer[6].shape, "9h × q(192×64) · Kᵀ(64×192) causal");
-    EXPECT_EQ(e.prefill.layer[7].shape, "9h × p(192×192) · V(192×64) causal");
+    // the embedding 192 rows, the logits for the last row only. Prefill rows take the tiled kernel
+    // (192 >= the model's tiled_min_rows()): the integer GEMM where the build has it, with the same
+    // quantize steps as decode; else v6 on f32 rows, with no quantize step but before the logits
+    // of the one last row.
+    const bool tiled_int = cpu::v7_types(DType::Q4_1);
+    EXPECT_EQ(e.prefill.layer.size(), tiled_int ? decode.size() : decode.size() - 4);
+    auto prefill_op = [&](const std::string& name) -> const ExplainOp& {
+        for (const ExplainOp& op : e.prefill.layer)
+            if (op.name == name) return op;
+        throw Error("no prefill op " + name);
+    };
+    EXPECT_EQ(prefill_op("q").shape, "x(192×576) · Wq(576×576)");
+    EXPECT_EQ(prefill_op("down").shape, "act(192×1536) · Wdown(1536×576)");
+    EXPECT_EQ(prefill_op("attn_scores").shape, "9h × q(192×64) · Kᵀ(64×192) causal");
+    EXPECT_EQ(prefill_op("attn_mix").shape, "9h × p(192×192) · V(192×64) causal");
+    EXPECT_EQ(e.prefill.layer[1].shape, tiled_int ? "x(192×576) → int16" : "x(192×576) · Wq(576×576)");
     EXPECT_EQ(e.prefill.outside[0].shape, "192 rows of E(49152×576)");
     EXPECT_EQ(e.prefill.outside[2].op, Op::Quantize);
     EXPECT_EQ(e.prefill.outside[3].shape, "x(1×576) · Eᵀ(576×49152)");
@@ -287,7 +296,9 @@ TEST(Explain, SmolLM2VerdictsFollowTheRidgePoint) {
     ASSERT_EQ(q.name, "q");
     EXPECT_DOUBLE_EQ(q.cost.intensity(), 2.0 * 32 / 20);  // 2 FLOPs per 20/32 byte
     EXPECT_EQ(roofline_bound(q.cost, ceil), Bound::Memory);
-    EXPECT_EQ(roofline_bound(e.prefill.layer[1].cost, ceil), Bound::Compute);
+    const ExplainOp& q_prefill = e.prefill.layer[cpu::v7_types(DType::Q4_1) ? 2 : 1];  // after its quantize step, if any
+    ASSERT_EQ(q_prefill.name, "q");
+    EXPECT_EQ(roofline_bound(q_prefill.cost, ceil), Bound::Compute);
     EXPECT_EQ(roofline_bound(e.decode.total, ceil), Bound::Memory);
     ASSERT_EQ(e.decode.layer[5].name, "rope");
     EXPECT_EQ(roofline_bound(e.decode.layer[5].cost, ceil), Bound::Cache);

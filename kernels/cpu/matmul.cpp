@@ -565,7 +565,11 @@ void matmul_rows_fused(const MatmulOutput* outs, int n_outs, const float* X, int
     run_row_jobs(jobs.data(), int(jobs.size()), work >= kParallelMinWork);
 }
 
-Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
+Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {
+    if (Xq != nullptr && v7_types(W.type)) {
+        if (Xq->m != m) throw Error("matmul: weight '" + W.name + "' got integer rows for another batch");
+        return matmul_v7_int_packed(W, *Xq, Y);
+    }
     if (W.type == DType::F32) return matmul_v2_eigen(W, X, m, Y);
     if (!can_dequantize(W.type))
         throw Error("matmul: weight '" + W.name + "' has type " + std::string(dtype_name(W.type)) +
@@ -574,13 +578,13 @@ Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y) {
 }
 
 Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {
-    return m < tiled_min_rows(W.type, Xq != nullptr) ? matmul_rows(W, X, m, Xq, Y) : matmul_tiled(W, X, m, Y);
+    return m < tiled_min_rows(W.type, Xq != nullptr) ? matmul_rows(W, X, m, Xq, Y) : matmul_tiled(W, X, m, Xq, Y);
 }
 
 Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y) { return matmul(W, X, m, nullptr, Y); }
 
 Cost matmul_cost(const TensorView& W, int64_t m, bool int_input) {
-    return int_input && takes_int_input(W.type, m) ? matmul_int_cost(W, m) : matmul_cost(W, m);
+    return int_input && (takes_int_input(W.type, m) || v7_types(W.type)) ? matmul_int_cost(W, m) : matmul_cost(W, m);
 }
 
 const std::vector<MatmulVariant>& matmul_variants() {

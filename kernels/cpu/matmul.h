@@ -21,12 +21,14 @@
 //              rows, OpenMP over panels of 16 weight rows (32 with AVX-512), each dequantized once
 //              and packed, and a 6 x 16 (6 x 32) register tile of f32 FMAs. Any loadable type; each
 //              element one FMA chain over k in order, whatever m is.
+//   v7_int_packed  prefill on 16-bit integer activations (matmul_int_packed.cpp, below with the
+//              integer kernels): the types with an integer kernel, where the build has AVX-512.
 // matmul() picks the variant: below tiled_min_rows(type) rows of X (22, or 40 for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0
 // given integer input, 112 for them and the K-quants where the integer kernels have their AVX-512
 // forms) it takes matmul_rows (the
 // row-exact kernels: v4_int / v4_int_k given X as 16-bit integers (below), else v3 where
-// the CPU has it, else v1); from there on it takes matmul_tiled (v6, or v2 for F32 weights, used
-// in place).
+// the CPU has it, else v1); from there on it takes matmul_tiled (v7_int_packed given X as 16-bit
+// integers where the build has it, else v6, or v2 for F32 weights, used in place).
 // Decode (m = 1) is the same call (matvec). v5 stays as the Eigen baseline v6 is measured against
 // (bench_matmul runs both).
 //
@@ -184,6 +186,15 @@ RowJob int_row_job(const TensorView& W, const QuantizedRows& X, float* Y, IntFor
 RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y);  // Q4_K, Q5_K, Q6_K
 RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y, IntForm form);
 
+// v7_int_packed (matmul_int_packed.cpp): prefill as a GEMM on these integer inputs, every type with
+// an integer kernel, where the build has AVX-512 (v7_types; false elsewhere). Each block's integer
+// dot product exact in int32 and scaled once in f32, as the scalar twin; each row of Y takes the
+// same operations whatever m is and whichever rows are beside it. Same contract and cost as above.
+// The f32 form quantizes X first (quantize_rows), for the variant list and the tiled path.
+bool v7_types(DType t);
+Cost matmul_v7_int_packed(const TensorView& W, const QuantizedRows& X, float* Y);
+Cost matmul_v7_int_packed(const TensorView& W, const float* X, int64_t m, float* Y);
+
 
 // -----------------------------------------------------------------------------------------------
 // The linear layer
@@ -195,7 +206,8 @@ RowJob int_k_row_job(const TensorView& W, const QuantizedRows& X, float* Y, IntF
 Cost matmul(const TensorView& W, const float* X, int64_t m, float* Y);
 
 // The same with X also given quantized to 16-bit integers (Xq, or nullptr): weights with an integer
-// kernel (has_int_kernel) take Xq through matmul_v4_int / v4_int_k below kTiledMinRows rows, all others X.
+// kernel (has_int_kernel) take Xq through matmul_v4_int / v4_int_k below their tiled threshold and
+// through v7_int_packed from it where the build has it (v7_types); all others take X.
 Cost matmul(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y);
 // The cost of that call: matmul_int_cost when Xq is used, matmul_cost otherwise.
 Cost matmul_cost(const TensorView& W, int64_t m, bool int_input);
@@ -206,11 +218,13 @@ Cost matmul_cost(const TensorView& W, int64_t m, bool int_input);
 //     whatever m is and whichever rows are beside it, bit for bit (tested). v4_int / v4_int_k with
 //     Xq where the type has an integer kernel, else v3 (F32, F16, BF16 row by row; Q4_0, Q4_1,
 //     Q8_0 blocks), else v1. For decode rows and short prompts.
-//   matmul_tiled: v6 (v2 for F32 weights), for m >= kTiledMinRows rows of one prompt. v6 rounds each
-//     row the same whatever m is; v2's Eigen GEMM does not (its blocking follows the sizes), so a
-//     prompt chunk is always cut the same way to repeat.
+//   matmul_tiled: for m >= kTiledMinRows rows of one prompt, v7_int_packed given Xq where v7_types
+//     has the weight's type, else v6 (v2 for F32 weights). v7 and v6 round each row the same
+//     whatever m is; v2's Eigen GEMM does not (its blocking follows the sizes), so a prompt chunk is
+//     always cut the same way to repeat.
 Cost matmul_rows(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y);
-Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y);
+Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y);
+inline Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, float* Y) { return matmul_tiled(W, X, m, nullptr, Y); }
 
 // matmul_rows for several weights that read the same X (q, k and v; gate and up): Y_o = X . W_o^T.
 // The outputs that take the integer or v3 kernels have their rows split among the threads of one

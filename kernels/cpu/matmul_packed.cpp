@@ -30,6 +30,9 @@ constexpr int kNr = 2 * Vec::kLanes;  // weight rows per panel (register tile wi
 constexpr int kNr = 16;
 #endif
 constexpr int kMr = 6;  // rows of X per panel (register tile height)
+// Columns of k per slice: a slice of the packed weights is kNr * kKc floats, 32 KiB with AVX-512,
+// within the 48 KiB L1 of the machines measured (docs/measurements/).
+constexpr int64_t kKc = 256;
 
 // X rows [i0, i0 + kMr) -> xp (k, kMr): xp[c * kMr + r] = X[i0 + r][c], rows past m as zeros.
 void pack_x(const float* X, int64_t m, int64_t k, int64_t i0, float* xp) {
@@ -46,11 +49,17 @@ void pack_w(const float* w, int64_t rows, int64_t k, float* wp) {
 }
 
 #if RIDGE_CPU_SIMD
-// y[r][j] = sum_c xp[c][r] * wp[c][j] for r < rows, j < cols; y has row stride ldy.
-inline void tile(const float* xp, const float* wp, int64_t k, float* y, int64_t ldy, int rows, int cols) {
+// acc[r][j] += sum_c xp[c][r] * wp[c][j] over c = 0 .. kc-1 in order (xp and wp with row strides
+// kMr and kNr), for the whole kMr x kNr tile; acc (kMr, kNr) is read first unless `first`, in
+// which case the chains start from zero. A stored f32 reloaded is the same value, so a chain
+// taken in several calls rounds as one call over all of k.
+inline void tile(const float* xp, const float* wp, int64_t kc, float* acc_mem, bool first) {
     Vec::T acc[kMr][2];
-    for (int r = 0; r < kMr; r++) acc[r][0] = acc[r][1] = Vec::zero();
-    for (int64_t c = 0; c < k; c++) {
+    for (int r = 0; r < kMr; r++) {
+        acc[r][0] = first ? Vec::zero() : Vec::load(acc_mem + r * kNr);
+        acc[r][1] = first ? Vec::zero() : Vec::load(acc_mem + r * kNr + Vec::kLanes);
+    }
+    for (int64_t c = 0; c < kc; c++) {
         const Vec::T w0 = Vec::load(wp + c * kNr), w1 = Vec::load(wp + c * kNr + Vec::kLanes);
         for (int r = 0; r < kMr; r++) {
             const Vec::T x = Vec::broadcast(xp + c * kMr + r);
@@ -58,23 +67,19 @@ inline void tile(const float* xp, const float* wp, int64_t k, float* y, int64_t 
             acc[r][1] = Vec::fma(x, w1, acc[r][1]);
         }
     }
-    // All 6 rows out through a buffer with fixed indices (a loop to `rows` over acc would make the
-    // compiler keep acc in memory, storing all 12 accumulators on every step of c).
-    float out[kMr][kNr];
     for (int r = 0; r < kMr; r++) {
-        Vec::store(out[r], acc[r][0]);
-        Vec::store(out[r] + Vec::kLanes, acc[r][1]);
+        Vec::store(acc_mem + r * kNr, acc[r][0]);
+        Vec::store(acc_mem + r * kNr + Vec::kLanes, acc[r][1]);
     }
-    for (int r = 0; r < rows; r++) std::copy(out[r], out[r] + cols, y + r * ldy);
 }
 #else
 // The same arithmetic without AVX2: one fmaf chain per element over c in order.
-inline void tile(const float* xp, const float* wp, int64_t k, float* y, int64_t ldy, int rows, int cols) {
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) {
-            float acc = 0.0f;
-            for (int64_t c = 0; c < k; c++) acc = std::fma(xp[c * kMr + r], wp[c * kNr + j], acc);
-            y[r * ldy + j] = acc;
+inline void tile(const float* xp, const float* wp, int64_t kc, float* acc_mem, bool first) {
+    for (int r = 0; r < kMr; r++)
+        for (int j = 0; j < kNr; j++) {
+            float acc = first ? 0.0f : acc_mem[r * kNr + j];
+            for (int64_t c = 0; c < kc; c++) acc = std::fma(xp[c * kMr + r], wp[c * kNr + j], acc);
+            acc_mem[r * kNr + j] = acc;
         }
 }
 #endif
@@ -98,6 +103,7 @@ Cost matmul_v6_packed(const TensorView& W, const float* X, int64_t m, float* Y) 
         // (the implicit barrier: every X panel is packed before any tile reads it)
         std::vector<float> w_rows(W.type == DType::F32 ? 0 : size_t(kNr * k));  // (kNr, k) dequantized
         std::vector<float> wp(size_t(kNr * k));                                  // (k, kNr) packed
+        std::vector<float> acc(size_t(x_panels * kMr * kNr));                    // Y's (m, kNr) panel
 #pragma omp for schedule(dynamic)
         for (int64_t q = 0; q < w_panels; q++) {
             const int64_t j0 = q * kNr, rows = std::min<int64_t>(kNr, n - j0);
@@ -107,10 +113,20 @@ Cost matmul_v6_packed(const TensorView& W, const float* X, int64_t m, float* Y) 
                 w = w_rows.data();
             }
             pack_w(w, rows, k, wp.data());
+            // k in slices of kKc columns: a slice of the packed panel (kNr x kKc floats) stays in
+            // L1 while every X panel passes over it, the tiles' running sums waiting in acc.
+            for (int64_t c0 = 0; c0 < k; c0 += kKc) {
+                const int64_t kc = std::min<int64_t>(kKc, k - c0);
+                for (int64_t p = 0; p < x_panels; p++)
+                    tile(xp_data + p * kMr * k + c0 * kMr, wp.data() + c0 * kNr, kc, acc.data() + p * kMr * kNr,
+                         c0 == 0);
+            }
             for (int64_t p = 0; p < x_panels; p++) {
-                const int64_t i0 = p * kMr;
-                tile(xp_data + p * kMr * k, wp.data(), k, Y + i0 * n + j0, n, int(std::min<int64_t>(kMr, m - i0)),
-                     int(rows));
+                const int64_t i0 = p * kMr, x_rows = std::min<int64_t>(kMr, m - i0);
+                for (int64_t r = 0; r < x_rows; r++) {
+                    const float* a = acc.data() + (p * kMr + r) * kNr;
+                    std::copy(a, a + rows, Y + (i0 + r) * n + j0);
+                }
             }
         }
     }
