@@ -235,7 +235,7 @@ TEST_P(MatmulIntTypes, ManyRowsOfXInAnyOrderAreTheSameAsAlone) {
 
 // The integer GEMM of prompt chunks (v7_int_packed): the same integer products as the twin, each
 // block scaled once in f32, so within the same tolerance as v4. Row counts that leave a short last
-// panel of 4 rows of X, weight row counts that leave a short last panel of 32 (and of its two
+// panel of 6 rows of X, weight row counts that leave a short last panel of 32 (and of its two
 // halves of 16), rows of 1 to 48 blocks (slices of 8 blocks and a short last one); the larger
 // cases are past kParallelMinWork, so OpenMP runs them.
 TEST_P(MatmulIntTypes, V7MatchesScalarTwin) {
@@ -273,7 +273,7 @@ TEST_P(MatmulIntTypes, V7MatchesScalarTwin) {
 
 // Each row of Y from v7 is memcmp-equal to the same row of X multiplied alone, in the batch's
 // order and shuffled (an all-zero row's signed zeros included): it takes the same operations
-// wherever its row falls among the panels of 4 rows of X.
+// wherever its row falls among the panels of 6 rows of X.
 TEST_P(MatmulIntTypes, V7RowsInAnyOrderAreTheSameAsAlone) {
     const DType t = GetParam();
     if (!cpu::v7_types(t)) GTEST_SKIP() << "no AVX-512 in this build";

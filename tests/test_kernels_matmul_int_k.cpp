@@ -232,7 +232,7 @@ TEST_P(MatmulIntKTypes, ManyRowsOfXInAnyOrderAreTheSameAsAlone) {
 }
 
 // The integer GEMM of prompt chunks (v7_int_packed) against the twin, within the same tolerance as
-// v4: short last panels of 4 rows of X and of 32 (and 16) weight rows, one to nine super-blocks
+// v4: short last panels of 6 rows of X and of 32 (and 16) weight rows, one to nine super-blocks
 // (slices of one super-block); the larger cases are past kParallelMinWork, so OpenMP runs them.
 TEST_P(MatmulIntKTypes, V7MatchesScalarTwin) {
     const DType t = GetParam();

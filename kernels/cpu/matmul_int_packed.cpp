@@ -8,12 +8,15 @@
 //   acc += float(sum_c code_w[c] q_x[c]) * (s_w * d_x)      per group of the block (one, or Q6_K's two of 16)
 //   acc += o_w * sum_x                                        Q4_1, Q5_1 (o = mn), Q4_K, Q5_K (o = -dmin m_j)
 //
-//   X is packed once per call into panels of kXr = 4 rows: per block, its 16 code pairs (two int16
+//   X is packed once per call into panels of kXr = 6 rows: per block, its 16 code pairs (two int16
 //   as one int32) row by row, then the rows' d and sum. OpenMP hands out W's panels of kWr = 32
-//   rows; each is decoded once (the row kernels' SIMD decoders) into pairs laid out 32 rows wide,
-//   with its scales and offsets, and multiplied by every X panel with a 4 x 32 register tile: per
-//   pair, two vectors of 16 weight rows, four broadcast pairs of X, eight vpdpwssd into eight int32
-//   sums, which after a group take one conversion and one FMA into the f32 tile. k is taken
+//   rows; each is decoded once (the row kernels' SIMD decoders, then 16 x 16 transposes in
+//   registers) into pairs laid out 32 rows wide, with its scales and offsets, and multiplied by
+//   every X panel with a 6 x 32 register tile: per pair, two vectors of 16 weight rows, six
+//   broadcast pairs of X, twelve vpdpwssd into twelve int32 sums, which after a group take one
+//   conversion, a multiply and an FMA each into the f32 tile (24 of the 32 registers with the
+//   sums). Twelve independent sums, not the eight of a 4-row tile, keep both ports busy through
+//   vpdpwssd's latency: 1.15-1.2x on the Xeon (docs/measurements/). k is taken
 //   kSliceBlocks blocks at a time so that a slice of the decoded panel stays in L1 while the X
 //   panels pass over it; the f32 tiles wait in memory between slices (a stored f32 reloaded is the
 //   same value, so a slice boundary changes no rounding).
@@ -38,7 +41,7 @@ namespace ridge::cpu {
 #if RIDGE_FORMAT_ZMM
 namespace {
 
-constexpr int kXr = 4;               // rows of X per panel (register tile height)
+constexpr int kXr = 6;               // rows of X per panel (register tile height)
 constexpr int kWr = 32;              // weight rows per panel (two zmm of int32 lanes)
 constexpr int kPairs = 16;           // int16 pairs per block of 32
 constexpr int64_t kSliceBlocks = 8;  // blocks of k per slice: 8 * 16 * 32 * 4 = 16 KiB of codes
@@ -156,7 +159,7 @@ inline __m512i dot_pairs(__m512i acc, __m512i x, __m512i w) {
 #endif
 }
 
-// The 4 x 32 tile over blocks [0, nb) of a slice: acc (kXr, kWr) f32, read first unless `first`.
+// The 6 x 32 tile over blocks [0, nb) of a slice: acc (kXr, kWr) f32, read first unless `first`.
 // xc, xd, xs and wc, ws, wo point at the slice's first block.
 template <int G, bool kOffset>
 void tile(const int32_t* xc, const float* xd, const float* xs, const int32_t* wc, const float* ws, const float* wo,
