@@ -170,6 +170,15 @@ BENCHMARK(BM_v4_int_k)->Apply(int_k_args);
 BENCHMARK(BM_v4_int_k_ymm)->Apply(int_k_args);
 BENCHMARK(BM_v4_int_k)->Apply(int_k_threshold_args)->Name("BM_v4_int_k_threshold");
 BENCHMARK(BM_v6_packed)->Apply(int_k_threshold_args)->Name("BM_v6_packed_k_threshold");
+BENCHMARK(BM_v7_int_packed)->Apply(int_k_threshold_args)->Name("BM_v7_int_packed_k_threshold");
+// Where the integer GEMM overtakes the row kernel on SmolLM2's gate/up shape.
+void int_threshold_args(benchmark::internal::Benchmark* b) {
+    for (int t : {0, 1, 3})
+        for (int m : {16, 24, 32, 48, 64, 96, 112}) b->Args({t, 1536, 576, m});
+    b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK(BM_v4_int)->Apply(int_threshold_args)->Name("BM_v4_int_threshold");
+BENCHMARK(BM_v7_int_packed)->Apply(int_threshold_args)->Name("BM_v7_int_packed_threshold");
 BENCHMARK(BM_v4_int_zmm_loads)->Apply(int_decode_args);
 BENCHMARK(BM_v4_int_ymm)->Apply(int_decode_args);
 

@@ -291,15 +291,17 @@ INSTANTIATE_TEST_SUITE_P(Types, MatmulIntTypes, ::testing::ValuesIn(kIntTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // matmul() given integer rows takes the integer kernel below the type's tiled threshold (22 for the
-// K-quants, 40 for Q4_0/Q4_1/Q8_0, 112 for all of them where their kernels have their AVX-512
-// forms) and from it on v7 (where the build has it, on the same integer rows) or v6; given f32
-// rows, every type's threshold is 22.
+// K-quants, 40 for Q4_0/Q4_1/Q8_0; 32 and 112 where their kernels have their AVX-512 forms) and
+// from it on v7 (where the build has it, on the same integer rows) or v6; given f32 rows, every
+// type's threshold is 22.
 TEST(MatmulInt, IntegerKernelsBelowTheirTiledThreshold) {
     for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
         if (!cpu::has_int_kernel(t)) GTEST_SKIP() << "no AVX2 in this build";
         const bool k_quant = cpu::int_k_simd_types(t);
         const int64_t threshold = cpu::tiled_min_rows(t);
-        const int64_t int_threshold = cpu::int_zmm_kernel() ? cpu::kTiledMinRowsIntZmm : cpu::kTiledMinRowsInt;
+        const int64_t int_threshold = !cpu::int_zmm_kernel() ? cpu::kTiledMinRowsInt
+                                      : k_quant                ? cpu::kTiledMinRowsIntKZmm
+                                                               : cpu::kTiledMinRowsIntZmm;
         EXPECT_EQ(threshold, k_quant && !cpu::int_zmm_kernel() ? cpu::kTiledMinRows : int_threshold) << dtype_name(t);
         EXPECT_EQ(cpu::tiled_min_rows(t, /*integers=*/false), cpu::kTiledMinRows) << dtype_name(t);
         const int64_t n = 9, k = 512;

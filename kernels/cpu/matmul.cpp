@@ -525,7 +525,7 @@ bool has_int_kernel(DType t) { return int_simd_types(t) || int_k_simd_types(t); 
 int64_t tiled_min_rows(DType t, bool integers) {
     if (int_zmm_kernel() && (t == DType::F16 || t == DType::BF16)) return kTiledMinRowsFloatZmm;  // the float lanes
     if (!integers || !has_int_kernel(t)) return kTiledMinRows;
-    if (int_zmm_kernel()) return kTiledMinRowsIntZmm;  // both integer kernels' zmm forms
+    if (int_zmm_kernel()) return int_k_types(t) ? kTiledMinRowsIntKZmm : kTiledMinRowsIntZmm;  // against v7
     return int_simd_types(t) ? kTiledMinRowsInt : kTiledMinRows;
 }
 bool takes_int_input(DType t, int64_t m) { return has_int_kernel(t) && m < tiled_min_rows(t); }

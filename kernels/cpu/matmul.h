@@ -24,8 +24,8 @@
 //   v7_int_packed  prefill on 16-bit integer activations (matmul_int_packed.cpp, below with the
 //              integer kernels): the types with an integer kernel, where the build has AVX-512.
 // matmul() picks the variant: below tiled_min_rows(type) rows of X (22, or 40 for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0
-// given integer input, 112 for them and the K-quants where the integer kernels have their AVX-512
-// forms) it takes matmul_rows (the
+// given integer input; 112 for them and 32 for the K-quants where the integer kernels have their
+// AVX-512 forms) it takes matmul_rows (the
 // row-exact kernels: v4_int / v4_int_k given X as 16-bit integers (below), else v3 where
 // the CPU has it, else v1); from there on it takes matmul_tiled (v7_int_packed given X as 16-bit
 // integers where the build has it, else v6, or v2 for F32 weights, used in place).
@@ -270,10 +270,12 @@ void dequantize_rows(const TensorView& W, int64_t j0, int64_t rows, int64_t k, f
 //   lanes): faster up to 40 rows (about even at 48 for Q4_1); Q5_1 (its high bits cost the kernel
 //   more) crosses nearer 36, and is left at 40 with the others.
 //   kTiledMinRowsIntZmm, the same where the integer kernel has its AVX-512 form (int_zmm_kernel(),
-//   8 weight rows in zmm lanes), against v6's zmm tile, on a Zen 5: Q4_1 crosses between 96 and
-//   128 rows, Q8_0 past 192. The K-quants take it too where their kernel has its zmm lanes: on 1B
-//   shapes it was ahead of v6 at every row count measured, 22 to 128
-//   (docs/measurements/, the Xeon model 207).
+//   8 weight rows in zmm lanes): on a Zen 5 against v6's zmm tile, Q4_1 crossed between 96 and
+//   128 rows, Q8_0 past 192. Against the integer GEMM (v7, which such a build has) one matmul of
+//   SmolLM2's gate shape is about even at 48 rows, but whole prompts of 64 tokens still ran 1.27x
+//   faster row by row (the row path fuses q, k, v and splits attention over KV blocks), so it
+//   stays. kTiledMinRowsIntKZmm, the K-quants': a 1B Q4_K_M prompt of 32 tokens was 1.05x faster
+//   tiled (v7) than row by row, of 96 tokens 1.5x (docs/measurements/, the Xeon model 167).
 //   kTiledMinRowsFloatZmm, F16 and BF16 where their row kernel has its zmm lanes (from 16 rows of
 //   X): on a Xeon (model 207) SmolLM2's row-exact prefill was ahead of v6 from 24 to 128 rows,
 //   about even at 160-224 and behind from 256 (same file). F32 (v2 tiled) was not measured and
@@ -282,6 +284,7 @@ inline constexpr int64_t kTileRows = 32;
 inline constexpr int64_t kTiledMinRows = 22;
 inline constexpr int64_t kTiledMinRowsInt = 40;
 inline constexpr int64_t kTiledMinRowsIntZmm = 112;
+inline constexpr int64_t kTiledMinRowsIntKZmm = 32;
 inline constexpr int64_t kTiledMinRowsFloatZmm = 128;
 // The threshold for a weight type, with X given in integers where it has a kernel for them
 // (integers) or in f32 (the exact path).
