@@ -7,6 +7,8 @@
 // scaled once, in f32, the arithmetic of the scalar twin (matmul_int_scalar):
 //   acc += float(sum_c code_w[c] q_x[c]) * (s_w * d_x)      per group of the block (one, or Q6_K's two of 16)
 //   acc += o_w * sum_x                                        Q4_1, Q5_1 (o = mn), Q4_K, Q5_K (o = -dmin m_j)
+// The int32 sums are exact: |code_w| <= 128 and |q_x| <= 32767, so a block's 32 products stay
+// below 2^28 in magnitude.
 //
 //   X is packed once per call into panels of kXr = 6 rows: per block, its 16 code pairs (two int16
 //   as one int32) row by row, then the rows' d and sum. OpenMP hands out W's panels of kWr = 32
@@ -151,14 +153,6 @@ struct KQuant {
     }
 };
 
-inline __m512i dot_pairs(__m512i acc, __m512i x, __m512i w) {
-#if defined(__AVX512VNNI__)
-    return _mm512_dpwssd_epi32(acc, x, w);
-#else
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(x, w));
-#endif
-}
-
 // The 6 x 32 tile over blocks [0, nb) of a slice: acc (kXr, kWr) f32, read first unless `first`.
 // xc, xd, xs and wc, ws, wo point at the slice's first block.
 template <int G, bool kOffset>
@@ -180,8 +174,8 @@ void tile(const int32_t* xc, const float* xd, const float* xs, const int32_t* wc
                 const __m512i w0 = _mm512_load_si512(w), w1 = _mm512_load_si512(w + 16);
                 for (int r = 0; r < kXr; r++) {
                     const __m512i x = _mm512_set1_epi32(xc[(b * kPairs + p) * kXr + r]);
-                    isum[r][0] = dot_pairs(isum[r][0], x, w0);
-                    isum[r][1] = dot_pairs(isum[r][1], x, w1);
+                    isum[r][0] = simd::dot_add_i16(isum[r][0], x, w0);
+                    isum[r][1] = simd::dot_add_i16(isum[r][1], x, w1);
                 }
             }
             const __m512 s0 = _mm512_load_ps(ws + (b * G + g) * kWr), s1 = _mm512_load_ps(ws + (b * G + g) * kWr + 16);

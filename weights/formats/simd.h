@@ -49,6 +49,16 @@ inline __m256i dot_add_i16(__m256i acc, __m256i a, __m256i b) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
 #endif
 }
+#if RIDGE_FORMAT_ZMM
+// The same on 16 int32 lanes (AVX-512 VNNI's dpwssd, else madd + add).
+inline __m512i dot_add_i16(__m512i acc, __m512i a, __m512i b) {
+#if defined(__AVX512VNNI__)
+    return _mm512_dpwssd_epi32(acc, a, b);
+#else
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+#endif
+}
+#endif
 
 // A 32-element block's integer codes as two vectors of 16 int16 lanes: elements 0..15 and 16..31
 // (what the integer decoders of q4.h, q5.h and q8.h return).
