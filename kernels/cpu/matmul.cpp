@@ -566,10 +566,8 @@ void matmul_rows_fused(const MatmulOutput* outs, int n_outs, const float* X, int
 }
 
 Cost matmul_tiled(const TensorView& W, const float* X, int64_t m, const QuantizedRows* Xq, float* Y) {
-    if (Xq != nullptr && v7_types(W.type)) {
-        if (Xq->m != m) throw Error("matmul: weight '" + W.name + "' got integer rows for another batch");
-        return matmul_v7_int_packed(W, *Xq, Y);
-    }
+    if (Xq != nullptr && Xq->m != m) throw Error("matmul: weight '" + W.name + "' got integer rows for another batch");
+    if (Xq != nullptr && v7_types(W.type)) return matmul_v7_int_packed(W, *Xq, Y);
     if (W.type == DType::F32) return matmul_v2_eigen(W, X, m, Y);
     if (!can_dequantize(W.type))
         throw Error("matmul: weight '" + W.name + "' has type " + std::string(dtype_name(W.type)) +
