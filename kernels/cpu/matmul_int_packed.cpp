@@ -154,6 +154,7 @@ struct KQuant {
 };
 
 // The 6 x 32 tile over blocks [0, nb) of a slice: acc (kXr, kWr) f32, read first unless `first`.
+// Cost: 2 * kXr * kWr * 32 * nb integer multiply-adds' FLOPs; reads the slice's panel (L1) and X's.
 // xc, xd, xs and wc, ws, wo point at the slice's first block.
 template <int G, bool kOffset>
 void tile(const int32_t* xc, const float* xd, const float* xs, const int32_t* wc, const float* ws, const float* wo,
@@ -211,6 +212,8 @@ void pack_x(const QuantizedRows& Xq, int64_t i0, int64_t nb, int32_t* codes, flo
     }
 }
 
+// Y (m, n) = Xq . W^T through the tile. Cost: matmul_int_cost (matmul.h); besides, each thread
+// decodes its panels of W once and the threads pack X once (m * k codes).
 template <class Layout>
 void gemm(const TensorView& W, const QuantizedRows& Xq, float* Y) {
     constexpr int G = Layout::kGroups;

@@ -53,6 +53,7 @@ void pack_w(const float* w, int64_t rows, int64_t k, float* wp) {
 // kMr and kNr), for the whole kMr x kNr tile; acc (kMr, kNr) is read first unless `first`, in
 // which case the chains start from zero. A stored f32 reloaded is the same value, so a chain
 // taken in several calls rounds as one call over all of k.
+// Cost: 2 * kMr * kNr * kc FLOPs; reads kc columns of both panels (in L1).
 inline void tile(const float* xp, const float* wp, int64_t kc, float* acc_mem, bool first) {
     Vec::T acc[kMr][2];
     for (int r = 0; r < kMr; r++) {
