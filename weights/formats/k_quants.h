@@ -241,6 +241,7 @@ inline __m512 both_halves(const float* p) { return _mm512_broadcast_f32x8(_mm256
 inline __m512i both_halves(const int16_t* p) {
     return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
+
 inline __m512 lane_of_halves(__m512 v, int j) {
     const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8);
     return _mm512_permutexvar_ps(_mm512_add_epi32(half, _mm512_set1_epi32(j)), v);
@@ -277,28 +278,52 @@ inline __m256i k_block_dot(__m256i a, __m256i b, const int16_t* xq) {
 // (2j) and of lanes 4-7 (2j + 1) of sub-block j's int32 products; mn (8) Q4_K's and Q5_K's
 // dmin * m_j (Q6_K has none). Every value is the one add() computes, so a kernel that repeats
 // add()'s operations per lane on them gets add()'s results bit for bit.
+// The 12 packed bytes of Q4_K / Q5_K scales and mins (u32 words u0, u1, u2 of each 128-bit lane;
+// word 3 is ignored) -> 16 bytes: scales 0..7, then mins 0..7 (q4k_scale_min's values, one byte
+// each). Word by word: u0 & 63, (u2 & 15) | (u0 >> 6) << 4, u1 & 63, (u2 >> 4 & 15) | (u1 >> 6) << 4,
+// each the two words of one shuffle, shifted and masked, bytes in place (llama.cpp's unpacking).
+inline __m128i k_scale_min_bytes(__m128i u) {
+    const __m128i p = _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), q = _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m128i low = _mm_and_si128(_mm_srlv_epi32(p, _mm_setr_epi32(0, 0, 0, 4)), _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi32(q, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+}
+inline __m256i k_scale_min_bytes(__m256i u) {  // the same in each 128-bit lane
+    const __m256i p = _mm256_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), q = _mm256_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m256i low = _mm256_and_si256(_mm256_srlv_epi32(p, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)),
+                                         _mm256_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f,
+                                                           0x3f3f3f3f, 0x0f0f0f0f));
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi32(q, 2), _mm256_setr_epi32(0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030));
+    return _mm256_or_si256(low, high);
+}
+
 template <class BlockType>
 struct IntQ4_K {
     using Block = BlockType;
     static constexpr int kSub = QK_K / 32;  // blocks of 32 activations per super-block
     static constexpr bool kFive = std::is_same_v<Block, block_q5_K>;
     static constexpr bool kHasMin = true;
-    // d * sc_j and dmin * m_j of the 8 sub-blocks j, as f32 lanes j. The 12 packed bytes -> 8
-    // scales and 8 mins, one byte each (llama.cpp's unpacking of q4k_scale_min): u[0..1] scales
-    // 0..7, u[2..3] mins 0..7.
+    // The 16 bytes from a block's scales: its 12 packed bytes and 4 of the codes after them.
+    static __m128i scale_bytes(const Block& blk) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)); }
+    // d * sc_j and dmin * m_j of the 8 sub-blocks j, as f32 lanes j.
     static void scales(const Block& blk, __m256& sc, __m256& mn) {
-        uint32_t u[4];
-        std::memcpy(u, blk.scales, 12);
-        constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-        u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
-        const uint32_t mins_lo = u[1] & kLow6;
-        u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
-        u[2] = mins_lo;
-        u[0] &= kLow6;
-        const __m128i packed = _mm_set_epi32(int(u[3]), int(u[2]), int(u[1]), int(u[0]));
-        sc = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(packed)));
-        mn = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.dmin)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(packed, 8))));
+        const __m128i u = k_scale_min_bytes(scale_bytes(blk));
+        sc = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(u)));
+        mn = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.dmin)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(u, 8))));
     }
+#if RIDGE_FORMAT_ZMM
+    // The same for rows a (lanes 0-7) and b (lanes 8-15) at once: scales() lane for lane.
+    static void scales2(const Block& a, const Block& b, __m512& sc, __m512& mn) {
+        const __m256i u = k_scale_min_bytes(_mm256_inserti128_si256(_mm256_castsi128_si256(scale_bytes(a)), scale_bytes(b), 1));
+        const __m256i q = _mm256_permute4x64_epi64(u, _MM_SHUFFLE(3, 1, 2, 0));  // a's scales, b's, a's mins, b's
+        uint32_t da, db;  // d and dmin, adjacent f16s
+        std::memcpy(&da, &a.d, 4), std::memcpy(&db, &b.d, 4);
+        const __m512 dd = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_unpacklo_epi32(_mm_cvtsi32_si128(int(da)), _mm_cvtsi32_si128(int(db)))));
+        const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), dd);
+        const __m512 dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), dd);
+        sc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q))));
+        mn = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1))));
+    }
+#endif
     // Chunk c's 64 codes of the rows blk[0..V rows) in lane order: sub-block 2c in (q[0], q[1]),
     // 2c + 1 in (q[2], q[3]); qh (Q5_K, from first_high_bits) moves on to the next chunk's bits.
     template <class V>
@@ -347,9 +372,8 @@ struct IntQ4_K {
 #if RIDGE_FORMAT_ZMM
     template <int M, class XRow>
     static void add2(const Block& a, const Block& b, const XRow* x, int64_t s, __m512* acc) {
-        __m256 sca, mna, scb, mnb;
-        scales(a, sca, mna), scales(b, scb, mnb);
-        const __m512 sc = join_rows(sca, scb), mn = join_rows(mna, mnb);
+        __m512 sc, mn;
+        scales2(a, b, sc, mn);
         __m512 scale[M];  // lanes j and 8 + j: d * sc_j * d_x,j of rows a and b
         for (int i = 0; i < M; i++) {
             scale[i] = _mm512_mul_ps(sc, both_halves(x[i].d + s * kSub));
