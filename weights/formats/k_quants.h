@@ -234,9 +234,8 @@ struct KRowsZmm {
     static I unpackhi8(I a, I b) { return _mm512_unpackhi_epi8(a, b); }
 };
 
-// add2's helpers: two rows' 8 f32 lanes as one zmm; 8 floats or 16 codes of X in both halves; lane
-// j of each half in all 8 lanes of that half.
-inline __m512 join_rows(__m256 a, __m256 b) { return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1); }
+// add2's helpers: 8 floats or 16 codes of X in both halves; lane j of each half in all 8 lanes of
+// that half.
 inline __m512 both_halves(const float* p) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(p)); }
 inline __m512i both_halves(const int16_t* p) {
     return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -420,6 +419,17 @@ struct IntQ6_K {
         return _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)),
                              _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h)))));
     }
+#if RIDGE_FORMAT_ZMM
+    // scales(a, h) in lanes 0-7 and scales(b, h) in lanes 8-15 of sc[h], for both halves at once.
+    static void scales2(const block_q6_K& a, const block_q6_K& b, __m512* sc) {
+        const __m128i sa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales));
+        const __m128i sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+        const __m128 dd = _mm_cvtph_ps(_mm_unpacklo_epi16(_mm_cvtsi32_si128(a.d), _mm_cvtsi32_si128(b.d)));  // d of a, of b
+        const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), _mm512_castps128_ps512(dd));
+        sc[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_unpacklo_epi64(sa, sb))));
+        sc[1] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_unpackhi_epi64(sa, sb))));
+    }
+#endif
     // Half h's 128 codes of the rows blk[0..V rows) (offset taken off) in lane order: ActBlock
     // 4h + k in (q[2k], q[2k + 1]).
     template <class V>
@@ -470,8 +480,10 @@ struct IntQ6_K {
     static void add2(const block_q6_K& a, const block_q6_K& b, const XRow* x, int64_t s, __m512* acc) {
         const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 1, 1, 2, 2, 3, 3);
         const block_q6_K* rows[2] = {&a, &b};
+        __m512 sc2[2];
+        scales2(a, b, sc2);
         for (int h = 0; h < 2; h++) {
-            const __m512 sc = join_rows(scales(a, h), scales(b, h));
+            const __m512 sc = sc2[h];
             __m512 scale[M];  // lanes g and 8 + g: rows a's and b's d * sc_g * d_x
             for (int i = 0; i < M; i++) {
                 const __m128 dx = _mm_loadu_ps(x[i].d + s * kSub + 4 * h);
