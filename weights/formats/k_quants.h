@@ -240,7 +240,6 @@ inline __m512 both_halves(const float* p) { return _mm512_broadcast_f32x8(_mm256
 inline __m512i both_halves(const int16_t* p) {
     return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-
 inline __m512 lane_of_halves(__m512 v, int j) {
     const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8);
     return _mm512_permutexvar_ps(_mm512_add_epi32(half, _mm512_set1_epi32(j)), v);
@@ -262,6 +261,20 @@ inline __m256i k_block_dot(__m256i a, __m256i b, const int16_t* xq) {
     return simd::dot_add_i16(simd::dot_add_i16(_mm256_setzero_si256(), a, _mm256_loadu_si256(x)), b, _mm256_loadu_si256(x + 1));
 }
 
+// The 12 packed bytes of Q4_K / Q5_K scales and mins (u32 words u0, u1, u2 of each 128-bit lane;
+// word 3 is ignored) -> 16 bytes: scales 0..7, then mins 0..7 (q4k_scale_min's values, one byte
+// each). Word by word: u0 & 63, (u2 & 15) | (u0 >> 6) << 4, u1 & 63, (u2 >> 4 & 15) | (u1 >> 6) << 4,
+// each the two words of one shuffle, shifted and masked, bytes in place (llama.cpp's unpacking).
+// Two blocks at once, one per 128-bit lane (one block: the low lane).
+inline __m256i k_scale_min_bytes(__m256i u) {
+    const __m256i p = _mm256_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), q = _mm256_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m256i low = _mm256_and_si256(_mm256_srlv_epi32(p, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)),
+                                         _mm256_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f,
+                                                           0x3f3f3f3f, 0x0f0f0f0f));
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi32(q, 2), _mm256_setr_epi32(0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030));
+    return _mm256_or_si256(low, high);
+}
+
 // One decoder per type: super-block s of a row, added to acc[i] for the M rows of X (lane sums
 // are y's contributions; the caller adds the 8 lanes at the end); add2, where the build has
 // AVX-512, the same for two rows a and b at once, each acc[i] holding a's 8 lanes in its low half
@@ -277,24 +290,6 @@ inline __m256i k_block_dot(__m256i a, __m256i b, const int16_t* xq) {
 // (2j) and of lanes 4-7 (2j + 1) of sub-block j's int32 products; mn (8) Q4_K's and Q5_K's
 // dmin * m_j (Q6_K has none). Every value is the one add() computes, so a kernel that repeats
 // add()'s operations per lane on them gets add()'s results bit for bit.
-// The 12 packed bytes of Q4_K / Q5_K scales and mins (u32 words u0, u1, u2 of each 128-bit lane;
-// word 3 is ignored) -> 16 bytes: scales 0..7, then mins 0..7 (q4k_scale_min's values, one byte
-// each). Word by word: u0 & 63, (u2 & 15) | (u0 >> 6) << 4, u1 & 63, (u2 >> 4 & 15) | (u1 >> 6) << 4,
-// each the two words of one shuffle, shifted and masked, bytes in place (llama.cpp's unpacking).
-inline __m128i k_scale_min_bytes(__m128i u) {
-    const __m128i p = _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), q = _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));
-    const __m128i low = _mm_and_si128(_mm_srlv_epi32(p, _mm_setr_epi32(0, 0, 0, 4)), _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-    return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi32(q, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
-}
-inline __m256i k_scale_min_bytes(__m256i u) {  // the same in each 128-bit lane
-    const __m256i p = _mm256_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), q = _mm256_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));
-    const __m256i low = _mm256_and_si256(_mm256_srlv_epi32(p, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)),
-                                         _mm256_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f,
-                                                           0x3f3f3f3f, 0x0f0f0f0f));
-    const __m256i high = _mm256_and_si256(_mm256_srli_epi32(q, 2), _mm256_setr_epi32(0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030));
-    return _mm256_or_si256(low, high);
-}
-
 template <class BlockType>
 struct IntQ4_K {
     using Block = BlockType;
@@ -305,7 +300,7 @@ struct IntQ4_K {
     static __m128i scale_bytes(const Block& blk) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)); }
     // d * sc_j and dmin * m_j of the 8 sub-blocks j, as f32 lanes j.
     static void scales(const Block& blk, __m256& sc, __m256& mn) {
-        const __m128i u = k_scale_min_bytes(scale_bytes(blk));
+        const __m128i u = _mm256_castsi256_si128(k_scale_min_bytes(_mm256_castsi128_si256(scale_bytes(blk))));
         sc = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(u)));
         mn = _mm256_mul_ps(_mm256_set1_ps(simd::f16(blk.dmin)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(u, 8))));
     }
